@@ -1,0 +1,73 @@
+// The transport-neutral face of an execution. The in-process `Computer` and the
+// remote `ComputerClient` implement these same interfaces, so code written
+// against them (and one contract suite) runs over either. Web-standard types
+// only: ReadableStream, Uint8Array, AbortSignal; errors are ComputerError.
+
+import type { ExecRecord, ExecState } from "../store/types.js";
+import type { Chunk, ExecEvent } from "../wire/types.js";
+
+export type { ExecRecord, ExecState };
+
+/** What to run: a shell command line (`/bin/sh -c`), or an argv without a shell. */
+export type ExecSpec = string | { command: string } | { argv: string[] };
+
+export interface ExecOptions {
+  /** Caller-chosen id; minted when absent. `EEXEC_BUSY` if that id is still running. */
+  id?: string;
+  /** Working directory relative to the workspace; must stay inside it. */
+  cwd?: string;
+  /** Overlay on the base environment. */
+  env?: Record<string, string>;
+  /** Bytes/text written to stdin then closed, or "pipe" to keep stdin open for write()/end(). */
+  stdin?: string | Uint8Array | "pipe";
+  /** SIGTERM after this many ms, then SIGKILL after the kill grace. */
+  timeoutMs?: number;
+  /** "b64" (default): events carry Uint8Array. "utf8": strings, never splitting a character. */
+  encoding?: "b64" | "utf8";
+}
+
+export interface EventsOptions {
+  /** Replay events with seq > after then follow (default 0: everything); "tail": only new events. */
+  after?: number | "tail";
+  /** Deliver heartbeats (live only) when the computer emits them. Default true. */
+  heartbeats?: boolean;
+  signal?: AbortSignal;
+}
+
+export interface ExecResult<V extends Chunk = Chunk> {
+  id: string;
+  status: ExecState;
+  exitCode: number | null;
+  signal?: string;
+  stdout: V;
+  stderr: V;
+  /** True when stdout/stderr were cut at the result size bound or the log was truncated. */
+  truncated: boolean;
+}
+
+export interface ExecHandle<V extends Chunk = Chunk> {
+  readonly id: string;
+  /** A fresh stream per call; any number at once, each at its own pace. */
+  events(options?: EventsOptions): ReadableStream<ExecEvent<V>>;
+  /** Waits for exit and returns accumulated output (bounded) and the exit status. */
+  result(options?: { signal?: AbortSignal }): Promise<ExecResult<V>>;
+  /** The execution's current record. */
+  info(): Promise<ExecRecord>;
+  /** Signal the process group (default SIGTERM). No-op when already finished. */
+  kill(signal?: string): Promise<void>;
+  /** Write to stdin (requires `stdin: "pipe"`). */
+  write(chunk: Uint8Array | string): Promise<void>;
+  /** Close stdin. */
+  end(): Promise<void>;
+}
+
+/** What both `Computer` (in-process) and `ComputerClient` (HTTP) offer. */
+export interface ComputerApi {
+  exec(spec: ExecSpec, options?: ExecOptions): Promise<ExecHandle>;
+  /** A handle to an existing execution; `ENOENT` when unknown. */
+  get(id: string): Promise<ExecHandle>;
+  list(): Promise<ExecRecord[]>;
+  kill(id: string, signal?: string): Promise<void>;
+  dispose(id: string): Promise<void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,210 @@
+// In-process EventLog: one ring of events per execution, bounded by
+// `logMaxBytes` (oldest events dropped first), swept `retentionMs` after exit.
+// It is the default log and the one the runtime's hot path is tuned against,
+// so every operation is O(1) or O(events returned): seqs are contiguous, so
+// the event with seq s sits at index head + (s - earliestSeq) of the array.
+// It keeps no reference to anything the caller owns: records are copied in
+// and out, so it behaves like a remote log (the contract suite relies on it).
+
+import { ComputerError } from "../wire/errors.js";
+import type { LoggedEvent } from "../wire/types.js";
+import {
+  busy,
+  checkBatch,
+  closedError,
+  DEFAULT_LOG_MAX_BYTES,
+  DEFAULT_RETENTION_MS,
+  type EventLogOptions,
+  eventSize,
+  finishPatch,
+  notFound,
+  sameEvent,
+  truncated,
+  Waiters,
+} from "./common.js";
+import type { EventLog, ExecRecord, NewExecRecord, ReadOptions } from "./types.js";
+
+const DEFAULT_READ_LIMIT = 256;
+
+interface Entry {
+  record: ExecRecord;
+  /** events[head..] are retained; earlier slots are dead and compacted lazily. */
+  events: LoggedEvent[];
+  sizes: number[];
+  head: number;
+  bytes: number;
+  waiters: Waiters;
+  sweep?: ReturnType<typeof setTimeout>;
+}
+
+export class MemoryEventLog implements EventLog {
+  private readonly entries = new Map<string, Entry>();
+  private readonly maxBytes: number;
+  private readonly retentionMs: number;
+  private closed = false;
+
+  constructor(options: EventLogOptions = {}) {
+    this.maxBytes = options.logMaxBytes ?? DEFAULT_LOG_MAX_BYTES;
+    this.retentionMs = options.retentionMs ?? DEFAULT_RETENTION_MS;
+  }
+
+  async create(record: NewExecRecord): Promise<void> {
+    this.open();
+    const old = this.entries.get(record.id);
+    if (old) {
+      if (old.record.state === "running") throw busy(record.id);
+      this.drop(record.id, old);
+    }
+    this.entries.set(record.id, {
+      record: { ...copy(record), state: "running", lastSeq: 0, earliestSeq: 1 },
+      events: [],
+      sizes: [],
+      head: 0,
+      bytes: 0,
+      waiters: new Waiters(),
+    });
+  }
+
+  async append(id: string, events: LoggedEvent[]): Promise<void> {
+    this.open();
+    const e = this.entries.get(id);
+    if (!e) throw notFound(id);
+    const rec = e.record;
+    const first = checkBatch(id, rec.lastSeq, rec.state !== "running", events);
+    for (let i = 0; i < first; i++) {
+      const old = events[i]!;
+      if (old.seq < rec.earliestSeq) continue; // evicted: nothing left to compare
+      const stored = e.events[e.head + (old.seq - rec.earliestSeq)]!;
+      if (!sameEvent(stored, old)) {
+        throw new ComputerError(
+          "EINVAL",
+          `append to ${id}: seq ${old.seq} already holds different content`,
+        );
+      }
+    }
+    if (first === events.length) return;
+    for (let i = first; i < events.length; i++) {
+      const ev = events[i]!;
+      // Store a copy carrying the execution id, so later changes by the caller
+      // to its objects cannot alter the log.
+      const stored = { ...ev, id } as LoggedEvent;
+      const size = eventSize(stored);
+      e.events.push(stored);
+      e.sizes.push(size);
+      e.bytes += size;
+      rec.lastSeq = ev.seq;
+      if (ev.name === "exit") {
+        Object.assign(rec, finishPatch(ev));
+        this.scheduleSweep(id, e);
+      }
+    }
+    this.evict(e);
+    e.waiters.wakeAll();
+  }
+
+  async read(id: string, after: number, options?: ReadOptions): Promise<LoggedEvent[]> {
+    this.open();
+    const e = this.entries.get(id);
+    if (!e) throw notFound(id);
+    const rec = e.record;
+    if (after + 1 < rec.earliestSeq) throw truncated(id, after, rec.earliestSeq);
+    if (after >= rec.lastSeq) return [];
+    const limit = Math.max(1, options?.limit ?? DEFAULT_READ_LIMIT);
+    const start = e.head + (after + 1 - rec.earliestSeq);
+    return e.events.slice(start, Math.min(start + limit, e.events.length));
+  }
+
+  waitFor(id: string, after: number, signal?: AbortSignal): Promise<void> {
+    if (this.closed) return Promise.reject(closedError());
+    const e = this.entries.get(id);
+    if (!e || e.record.lastSeq > after || e.record.state !== "running") {
+      return Promise.resolve();
+    }
+    return e.waiters.wait(signal);
+  }
+
+  async get(id: string): Promise<ExecRecord | undefined> {
+    this.open();
+    const e = this.entries.get(id);
+    return e ? copy(e.record) : undefined;
+  }
+
+  async list(): Promise<ExecRecord[]> {
+    this.open();
+    return [...this.entries.values()].map((e) => copy(e.record));
+  }
+
+  async update(id: string, patch: Partial<Omit<ExecRecord, "id">>): Promise<void> {
+    this.open();
+    const e = this.entries.get(id);
+    if (!e) throw notFound(id);
+    const wasRunning = e.record.state === "running";
+    Object.assign(e.record, copy(patch), { id });
+    if (wasRunning && e.record.state !== "running") {
+      e.record.endedAt ??= Date.now();
+      this.scheduleSweep(id, e);
+      e.waiters.wakeAll();
+    }
+  }
+
+  async dispose(id: string): Promise<void> {
+    this.open();
+    const e = this.entries.get(id);
+    if (e) this.drop(id, e);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const [id, e] of this.entries) this.drop(id, e);
+  }
+
+  /** Retained bytes of one execution (for tests and metrics). */
+  retainedBytes(id: string): number {
+    return this.entries.get(id)?.bytes ?? 0;
+  }
+
+  private open(): void {
+    if (this.closed) throw closedError();
+  }
+
+  private drop(id: string, e: Entry): void {
+    if (e.sweep) clearTimeout(e.sweep);
+    this.entries.delete(id);
+    e.waiters.wakeAll();
+  }
+
+  private scheduleSweep(id: string, e: Entry): void {
+    if (e.sweep) clearTimeout(e.sweep);
+    e.sweep = setTimeout(() => {
+      if (this.entries.get(id) === e) this.drop(id, e);
+    }, this.retentionMs);
+    e.sweep.unref?.();
+  }
+
+  /** Drop oldest events until the ring fits its cap; the last event always stays. */
+  private evict(e: Entry): void {
+    if (e.bytes <= this.maxBytes) return;
+    const rec = e.record;
+    const end = e.events.length - 1;
+    while (e.bytes > this.maxBytes && e.head < end) {
+      e.bytes -= e.sizes[e.head]!;
+      e.events[e.head] = undefined as unknown as LoggedEvent;
+      e.head++;
+      rec.earliestSeq++;
+    }
+    // Compact once the dead prefix dominates: amortised O(1) per event.
+    if (e.head > 1024 && e.head * 2 > e.events.length) {
+      e.events = e.events.slice(e.head);
+      e.sizes = e.sizes.slice(e.head);
+      e.head = 0;
+    }
+  }
+}
+
+function copy<T extends object>(o: T): T {
+  const c = { ...o };
+  const cmd = (c as { command?: unknown }).command;
+  if (Array.isArray(cmd)) (c as { command?: unknown }).command = [...cmd];
+  return c;
+}

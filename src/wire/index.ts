@@ -1,5 +1,21 @@
 // Public entry of `agent-computer/wire`: the byte-level codecs. Pure web
 // standards (Uint8Array, TextDecoder, web streams): runs in Node, browsers,
 // Deno, Bun and Workers.
+
+export {
+  base64Implementation,
+  decodeBase64,
+  encodeBase64,
+} from "./base64.js";
 export * from "./errors.js";
+export {
+  DEFAULT_MAX_LINE_BYTES,
+  excerptOf,
+  excerptOfBytes,
+  type LineHandler,
+  LineSplitter,
+  type LineSplitterOptions,
+  PendingBytes,
+  WireLineError,
+} from "./lines.js";
 export type * from "./types.js";

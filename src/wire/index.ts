@@ -18,4 +18,14 @@ export {
   PendingBytes,
   WireLineError,
 } from "./lines.js";
+export {
+  createSseParser,
+  formatSseComment,
+  formatSseEvent,
+  type SseEvent,
+  type SseEventInit,
+  type SseParser,
+  type SseParserOptions,
+  SseParserStream,
+} from "./sse.js";
 export type * from "./types.js";

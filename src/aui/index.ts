@@ -10,6 +10,24 @@ export {
   type StreamErrorCode,
   type StreamErrorContext,
 } from "./consume.js";
+// Widget runtime (DOM) and the reconnecting transports (H5).
+export {
+  type AAtUIComponent,
+  type AAtUIError,
+  type AAtUIErrorSource,
+  type AAtUIInstance,
+  type AAtUIRuntime,
+  type AAtUIRuntimeOptions,
+  type ComponentEmission,
+  type CreateWidgetIdContext,
+  createAAtUIRuntime,
+  type DispatchMeta,
+  type Emit,
+  jsonProblem,
+  relayWidgetId,
+  WIDGET_READY,
+  type WidgetReady,
+} from "./runtime.js";
 export type * from "./types.js";
 export {
   type CommandValidation,

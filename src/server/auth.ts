@@ -82,7 +82,8 @@ function parseCookies(header: string | undefined): Map<string, string> {
 
 export class Auth {
   readonly token: string | null;
-  readonly cookieName: string;
+  /** Cookie name; the server appends its port once known so two local servers do not clash. */
+  cookieName: string;
   private readonly tokenDigest: Buffer | null;
   private readonly allowedHosts: Set<string>;
   private readonly anyHost: boolean;

@@ -1,0 +1,227 @@
+// The agent-computer HTTP server: wires the router (auth, errors, logging), the
+// exec API, WebSocket, files API, A@UI relay and dashboard around one
+// ComputerApi. It never touches child_process: give it the in-process Computer
+// (or a fake in tests) and it serves whatever that computer does.
+//
+// Lifecycle: listen() binds (loopback by default) and resolves the base URL;
+// close() is the graceful shutdown used on SIGINT/SIGTERM: stop accepting,
+// close the computer (running commands end with reason "killed" and their exit
+// events still reach live subscribers), give open streams a short grace to
+// deliver them, then cut what remains.
+
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { ComputerApi, ExecRecord } from "../runtime/types.js";
+import { Auth, generateToken } from "./auth.js";
+import { DEFAULT_LIMITS, type LogFn, type ServerDeps, type ServerLimits } from "./deps.js";
+import { registerExecRoutes } from "./exec-routes.js";
+import { registerFilesRoutes } from "./files-routes.js";
+import { sendJson } from "./http-errors.js";
+import { createMetrics, type ServerMetrics } from "./metrics.js";
+import { Router } from "./router.js";
+import { registerUiRoutes } from "./ui-relay.js";
+import { registerWebSocket } from "./ws.js";
+
+/** Hooks the runtime calls per execution (structured logs, metrics). */
+export interface ExecObserver {
+  started?(rec: ExecRecord): void;
+  finished?(rec: ExecRecord): void;
+}
+
+export const DEFAULT_PORT = 8787;
+export const DEFAULT_HOST = "127.0.0.1";
+
+export interface ComputerServerOptions {
+  /** The computer to serve, or a factory that receives the server's observer (logs, metrics). */
+  computer: ComputerApi | ((observer: ExecObserver) => ComputerApi);
+  /** Workspace root for the files API (must exist). */
+  workspace: string;
+  /** Default 127.0.0.1. */
+  host?: string;
+  /** Default 8787; 0 picks a free port. */
+  port?: number;
+  /** Bearer token; generated when undefined; `null` turns token auth off (not recommended). */
+  token?: string | null;
+  /** Extra Host names accepted besides loopback ("*" for any). */
+  allowedHosts?: string[];
+  /** Foreign origins allowed (CORS and WebSocket). */
+  corsOrigins?: string[];
+  limits?: Partial<ServerLimits>;
+  /** Heartbeats on live streams (default true). */
+  heartbeats?: boolean;
+  /** Structured log sink (one JSON object per line); default stdout; false silences. */
+  log?: LogFn | false;
+  /** How long close() lets open streams finish after the computer closed (default 2000 ms). */
+  shutdownGraceMs?: number;
+}
+
+export interface ComputerServer {
+  /** Binds and resolves the base URL (e.g. "http://127.0.0.1:8787"). */
+  listen(): Promise<string>;
+  /** Graceful shutdown; idempotent. */
+  close(): Promise<void>;
+  /** Base URL without token (after listen). */
+  readonly url: string;
+  /** The URL to open in a browser: base URL + `/?token=...`. */
+  readonly loginUrl: string;
+  readonly token: string | null;
+  readonly router: Router;
+  readonly computer: ComputerApi;
+  readonly metrics: ServerMetrics;
+  readonly httpServer: Server;
+}
+
+function isWildcard(host: string): boolean {
+  return host === "0.0.0.0" || host === "::" || host === "";
+}
+
+function defaultLog(entry: Record<string, unknown>): void {
+  process.stdout.write(`${JSON.stringify({ ts: new Date().toISOString(), ...entry })}\n`);
+}
+
+export function createComputerServer(options: ComputerServerOptions): ComputerServer {
+  const host = options.host ?? DEFAULT_HOST;
+  const token = options.token === undefined ? generateToken() : options.token;
+  const log: LogFn = options.log === false ? () => {} : (options.log ?? defaultLog);
+  const limits: ServerLimits = { ...DEFAULT_LIMITS, ...options.limits };
+  const metrics = createMetrics();
+  const observer: ExecObserver = {
+    started(rec) {
+      metrics.executionsStarted.inc();
+      metrics.executionsRunning.inc();
+      log({
+        msg: "exec start",
+        id: rec.id,
+        command: rec.command,
+        cwd: rec.cwd,
+        pid: rec.pid,
+        node: rec.node,
+      });
+    },
+    finished(rec) {
+      metrics.executionsRunning.dec();
+      metrics.executionsFinished.inc({ reason: reasonOf(rec) });
+      log({
+        msg: "exec exit",
+        id: rec.id,
+        state: rec.state,
+        exitCode: rec.exitCode,
+        signal: rec.signal,
+        ms: rec.endedAt !== undefined ? rec.endedAt - rec.startedAt : undefined,
+      });
+    },
+  };
+  const computer =
+    typeof options.computer === "function" ? options.computer(observer) : options.computer;
+  const auth = new Auth({
+    token,
+    allowedHosts: options.allowedHosts ?? (isWildcard(host) ? [] : [host]),
+    anyHost: isWildcard(host) && (options.allowedHosts?.length ?? 0) === 0,
+    corsOrigins: options.corsOrigins ?? [],
+  });
+  let closing = false;
+  const router = new Router({
+    auth,
+    onRequest: (entry) => log(entry as unknown as Record<string, unknown>),
+    onError: (code) => metrics.errors.inc({ code }),
+  });
+  const deps: ServerDeps = {
+    computer,
+    workspace: options.workspace,
+    auth,
+    metrics,
+    limits,
+    log,
+    heartbeats: options.heartbeats ?? true,
+    subscriptions: { count: 0 },
+    isClosing: () => closing,
+  };
+
+  router.get("/healthz", (_req, res) => sendJson(res, 200, { ok: !closing }), { public: true });
+  router.get("/metrics", async (_req, res) => {
+    const text = await metrics.registry.metrics();
+    res.statusCode = 200;
+    res.setHeader("content-type", metrics.registry.contentType);
+    res.end(text);
+  });
+  registerExecRoutes(router, deps);
+  registerFilesRoutes(router, deps);
+  const ws = registerWebSocket(router, deps);
+  const relay = registerUiRoutes(router, {});
+
+  const httpServer = createServer({ keepAliveTimeout: 5_000 }, router.handle);
+  httpServer.on("upgrade", router.handleUpgrade);
+  httpServer.on("clientError", (_err, socket) => {
+    if (socket.writable) socket.end("HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n");
+    else socket.destroy();
+  });
+
+  let url = "";
+  let closed: Promise<void> | undefined;
+  const server: ComputerServer = {
+    get url() {
+      return url;
+    },
+    get loginUrl() {
+      return token === null ? `${url}/` : `${url}/?token=${encodeURIComponent(token)}`;
+    },
+    token,
+    router,
+    computer,
+    metrics,
+    httpServer,
+    listen() {
+      return new Promise((resolve, reject) => {
+        const onError = (err: Error) => reject(err);
+        httpServer.once("error", onError);
+        httpServer.listen(options.port ?? DEFAULT_PORT, host, () => {
+          httpServer.off("error", onError);
+          const addr = httpServer.address() as AddressInfo;
+          const shown = isWildcard(host) ? "127.0.0.1" : host;
+          url = `http://${shown.includes(":") ? `[${shown}]` : shown}:${addr.port}`;
+          auth.cookieName = `agent_computer_token_${addr.port}`;
+          resolve(url);
+        });
+      });
+    },
+    close() {
+      if (closed) return closed;
+      closing = true;
+      closed = (async () => {
+        const stopped = new Promise<void>((resolve) => httpServer.close(() => resolve()));
+        httpServer.closeIdleConnections();
+        try {
+          await computer.close();
+        } catch (err) {
+          log({ msg: "computer close failed", error: String(err) });
+        }
+        const graceEnd = Date.now() + (options.shutdownGraceMs ?? 2000);
+        while (deps.subscriptions.count > 0 && Date.now() < graceEnd) {
+          await new Promise((r) => setTimeout(r, 20));
+        }
+        ws.closeAll();
+        relay.close();
+        httpServer.closeAllConnections();
+        for (const c of ws.wss.clients) c.terminate();
+        await stopped;
+      })();
+      return closed;
+    },
+  };
+  return server;
+}
+
+function reasonOf(rec: ExecRecord): string {
+  switch (rec.state) {
+    case "exited":
+      return "exited";
+    case "killed":
+      return "killed";
+    case "timed_out":
+      return "timeout";
+    case "lost":
+      return "lost";
+    default:
+      return "unknown";
+  }
+}

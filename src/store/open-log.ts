@@ -34,7 +34,8 @@ export async function openEventLog(
   }
   if (sqlitePath !== undefined) {
     if (sqlitePath === "") throw new ComputerError("EINVAL", "sqlite log needs a file path");
-    throw new ComputerError("EINVAL", "the sqlite log is not built yet");
+    const { SqliteEventLog } = await import("./sqlite-log.js");
+    return new SqliteEventLog(sqlitePath, options);
   }
   throw new ComputerError(
     "EINVAL",

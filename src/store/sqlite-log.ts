@@ -1,0 +1,435 @@
+// EventLog on a SQLite file (better-sqlite3 v12), for a single node that must
+// keep its history across restarts. Same semantics as the memory log (ring
+// per execution, retention after exit), plus recovery: on open, executions
+// that were still running when the previous process died are closed with an
+// `exit` whose reason is "lost" (value -1: the exit status is unknown).
+//
+// Speed: better-sqlite3 is synchronous, and a transaction per chunk of output
+// would cap throughput at the commit rate. So append() only validates and
+// queues; everything queued in one turn of the event loop (across all
+// executions) is written in ONE transaction on setImmediate, and the append
+// promises resolve after that commit. A read first commits whatever is queued,
+// so reads always see every append that resolved or is pending. WAL with
+// synchronous=NORMAL: a commit is durable against a process crash (the case
+// that matters here) without an fsync per transaction.
+//
+// The record cache (one small object per execution) lives in memory; the
+// events live only in the file. One process owns a file at a time: opening
+// the same file from two processes at once is not supported.
+
+import Database from "better-sqlite3";
+import { ComputerError } from "../wire/errors.js";
+import type { ExitEvent, LoggedEvent } from "../wire/types.js";
+import {
+  busy,
+  checkBatch,
+  closedError,
+  DEFAULT_LOG_MAX_BYTES,
+  DEFAULT_RETENTION_MS,
+  type EventLogOptions,
+  eventSize,
+  finishPatch,
+  notFound,
+  sameEvent,
+  truncated,
+  Waiters,
+} from "./common.js";
+import type { EventLog, ExecRecord, NewExecRecord, ReadOptions } from "./types.js";
+
+const DEFAULT_READ_LIMIT = 256;
+
+interface Entry {
+  rec: ExecRecord;
+  ord: number;
+  bytes: number;
+  /** Sizes of retained events, oldest first (only for executions appended to in this process). */
+  sizes: number[] | null;
+  sizeHead: number;
+  waiters: Waiters;
+  sweep?: ReturnType<typeof setTimeout>;
+}
+
+interface Row {
+  seq: number;
+  name: string;
+  data: Buffer | null;
+  text: number;
+  code: number | null;
+  signal: string | null;
+  reason: string | null;
+}
+
+export class SqliteEventLog implements EventLog {
+  private readonly db: Database.Database;
+  private readonly maxBytes: number;
+  private readonly retentionMs: number;
+  private readonly entries = new Map<string, Entry>();
+  private nextOrd = 1;
+  private closed = false;
+  /** Queued writes for the next transaction. */
+  private queue: Array<() => void> = [];
+  private dirty = new Set<string>();
+  private woken = new Set<Entry>();
+  private settle: Array<{ resolve: () => void; reject: (e: unknown) => void }> = [];
+  private scheduled: NodeJS.Immediate | null = null;
+  private readonly st: {
+    insertEvent: Database.Statement;
+    upsertExec: Database.Statement;
+    deleteBefore: Database.Statement;
+    deleteEvents: Database.Statement;
+    deleteExec: Database.Statement;
+    read: Database.Statement;
+    readOne: Database.Statement;
+  };
+
+  constructor(
+    readonly file: string,
+    options: EventLogOptions = {},
+  ) {
+    this.maxBytes = options.logMaxBytes ?? DEFAULT_LOG_MAX_BYTES;
+    this.retentionMs = options.retentionMs ?? DEFAULT_RETENTION_MS;
+    this.db = new Database(file);
+    this.db.pragma("journal_mode = WAL");
+    this.db.pragma("synchronous = NORMAL");
+    this.db.exec(`
+      CREATE TABLE IF NOT EXISTS execs (
+        id TEXT PRIMARY KEY,
+        ord INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        record TEXT NOT NULL
+      );
+      CREATE TABLE IF NOT EXISTS events (
+        id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        data BLOB,
+        text INTEGER NOT NULL DEFAULT 0,
+        code INTEGER,
+        signal TEXT,
+        reason TEXT,
+        PRIMARY KEY (id, seq)
+      ) WITHOUT ROWID;
+    `);
+    this.st = {
+      insertEvent: this.db.prepare(
+        "INSERT INTO events (id, seq, name, data, text, code, signal, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+      ),
+      upsertExec: this.db.prepare(
+        "INSERT INTO execs (id, ord, bytes, record) VALUES (?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET ord = excluded.ord, bytes = excluded.bytes, record = excluded.record",
+      ),
+      deleteBefore: this.db.prepare("DELETE FROM events WHERE id = ? AND seq < ?"),
+      deleteEvents: this.db.prepare("DELETE FROM events WHERE id = ?"),
+      deleteExec: this.db.prepare("DELETE FROM execs WHERE id = ?"),
+      read: this.db.prepare(
+        "SELECT seq, name, data, text, code, signal, reason FROM events WHERE id = ? AND seq > ? ORDER BY seq LIMIT ?",
+      ),
+      readOne: this.db.prepare(
+        "SELECT seq, name, data, text, code, signal, reason FROM events WHERE id = ? AND seq = ?",
+      ),
+    };
+    this.recover();
+  }
+
+  /** Load the records; close what was running (lost) and sweep what expired. */
+  private recover(): void {
+    const rows = this.db
+      .prepare("SELECT id, ord, bytes, record FROM execs ORDER BY ord")
+      .all() as Array<{ id: string; ord: number; bytes: number; record: string }>;
+    const now = Date.now();
+    const lost: string[] = [];
+    for (const r of rows) {
+      const rec = JSON.parse(r.record) as ExecRecord;
+      const e: Entry = {
+        rec,
+        ord: r.ord,
+        bytes: r.bytes,
+        sizes: null,
+        sizeHead: 0,
+        waiters: new Waiters(),
+      };
+      this.entries.set(r.id, e);
+      this.nextOrd = Math.max(this.nextOrd, r.ord + 1);
+      if (rec.state === "running") lost.push(r.id);
+    }
+    this.db.transaction(() => {
+      for (const id of lost) {
+        const e = this.entries.get(id)!;
+        const exit: ExitEvent = {
+          id,
+          seq: e.rec.lastSeq + 1,
+          name: "exit",
+          value: -1,
+          reason: "lost",
+        };
+        this.insert(id, exit);
+        e.rec.lastSeq = exit.seq;
+        if (e.rec.earliestSeq > exit.seq) e.rec.earliestSeq = exit.seq;
+        e.bytes += eventSize(exit);
+        Object.assign(e.rec, finishPatch(exit, now));
+        this.writeExec(id, e);
+      }
+    })();
+    for (const [id, e] of this.entries) {
+      if (e.rec.state === "running") continue;
+      const age = now - (e.rec.endedAt ?? now);
+      if (age >= this.retentionMs) this.drop(id, e);
+      else this.scheduleSweep(id, e, this.retentionMs - age);
+    }
+  }
+
+  async create(record: NewExecRecord): Promise<void> {
+    this.open();
+    const old = this.entries.get(record.id);
+    if (old) {
+      if (old.rec.state === "running") throw busy(record.id);
+      this.drop(record.id, old);
+    }
+    const e: Entry = {
+      rec: { ...structuredClone(record), state: "running", lastSeq: 0, earliestSeq: 1 },
+      ord: this.nextOrd++,
+      bytes: 0,
+      sizes: [],
+      sizeHead: 0,
+      waiters: new Waiters(),
+    };
+    this.entries.set(record.id, e);
+    this.dirty.add(record.id);
+    return this.commitSoon();
+  }
+
+  async append(id: string, events: LoggedEvent[]): Promise<void> {
+    this.open();
+    const e = this.entries.get(id);
+    if (!e) throw notFound(id);
+    const rec = e.rec;
+    const first = checkBatch(id, rec.lastSeq, rec.state !== "running", events);
+    if (first > 0) {
+      this.flushNow();
+      for (let i = 0; i < first; i++) {
+        const old = events[i]!;
+        if (old.seq < rec.earliestSeq) continue;
+        const row = this.st.readOne.get(id, old.seq) as Row | undefined;
+        if (row && !sameEvent(toEvent(id, row), old)) {
+          throw new ComputerError(
+            "EINVAL",
+            `append to ${id}: seq ${old.seq} already holds different content`,
+          );
+        }
+      }
+    }
+    if (first === events.length) return;
+    if (!e.sizes) e.sizes = [];
+    for (let i = first; i < events.length; i++) {
+      const ev = { ...events[i]!, id } as LoggedEvent;
+      this.queue.push(() => this.insert(id, ev));
+      const size = eventSize(ev);
+      e.sizes.push(size);
+      e.bytes += size;
+      rec.lastSeq = ev.seq;
+      if (ev.name === "exit") {
+        Object.assign(rec, finishPatch(ev));
+        this.scheduleSweep(id, e, this.retentionMs);
+      }
+    }
+    this.evict(id, e);
+    this.dirty.add(id);
+    this.woken.add(e);
+    return this.commitSoon();
+  }
+
+  async read(id: string, after: number, options?: ReadOptions): Promise<LoggedEvent[]> {
+    this.open();
+    const e = this.entries.get(id);
+    if (!e) throw notFound(id);
+    if (after + 1 < e.rec.earliestSeq) throw truncated(id, after, e.rec.earliestSeq);
+    if (after >= e.rec.lastSeq) return [];
+    this.flushNow();
+    const limit = Math.max(1, options?.limit ?? DEFAULT_READ_LIMIT);
+    const rows = this.st.read.all(id, after, limit) as Row[];
+    return rows.map((r) => toEvent(id, r));
+  }
+
+  waitFor(id: string, after: number, signal?: AbortSignal): Promise<void> {
+    if (this.closed) return Promise.reject(closedError());
+    const e = this.entries.get(id);
+    if (!e || e.rec.lastSeq > after || e.rec.state !== "running") return Promise.resolve();
+    return e.waiters.wait(signal);
+  }
+
+  async get(id: string): Promise<ExecRecord | undefined> {
+    this.open();
+    const e = this.entries.get(id);
+    return e ? structuredClone(e.rec) : undefined;
+  }
+
+  async list(): Promise<ExecRecord[]> {
+    this.open();
+    return [...this.entries.values()]
+      .sort((a, b) => a.ord - b.ord)
+      .map((e) => structuredClone(e.rec));
+  }
+
+  async update(id: string, patch: Partial<Omit<ExecRecord, "id">>): Promise<void> {
+    this.open();
+    const e = this.entries.get(id);
+    if (!e) throw notFound(id);
+    const wasRunning = e.rec.state === "running";
+    Object.assign(e.rec, structuredClone(patch), { id });
+    if (wasRunning && e.rec.state !== "running") {
+      e.rec.endedAt ??= Date.now();
+      this.scheduleSweep(id, e, this.retentionMs);
+      this.woken.add(e);
+    }
+    this.dirty.add(id);
+    return this.commitSoon();
+  }
+
+  async dispose(id: string): Promise<void> {
+    this.open();
+    const e = this.entries.get(id);
+    if (e) this.drop(id, e);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.flushNow();
+    this.closed = true;
+    for (const e of this.entries.values()) {
+      if (e.sweep) clearTimeout(e.sweep);
+      e.waiters.wakeAll();
+    }
+    this.entries.clear();
+    this.db.close();
+  }
+
+  // ---- internals ----------------------------------------------------------
+
+  private open(): void {
+    if (this.closed) throw closedError();
+  }
+
+  private commitSoon(): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.settle.push({ resolve, reject });
+      this.scheduled ??= setImmediate(() => {
+        this.scheduled = null;
+        this.flushNow();
+      });
+    });
+  }
+
+  /** Write everything queued in one transaction, then settle appends and wake waiters. */
+  private flushNow(): void {
+    if (this.scheduled) {
+      clearImmediate(this.scheduled);
+      this.scheduled = null;
+    }
+    if (this.queue.length === 0 && this.dirty.size === 0 && this.settle.length === 0) return;
+    const queue = this.queue;
+    const dirty = this.dirty;
+    const settle = this.settle;
+    const woken = this.woken;
+    this.queue = [];
+    this.dirty = new Set();
+    this.settle = [];
+    this.woken = new Set();
+    try {
+      this.db.transaction(() => {
+        for (const op of queue) op();
+        for (const id of dirty) {
+          const e = this.entries.get(id);
+          if (e) this.writeExec(id, e);
+        }
+      })();
+    } catch (err) {
+      const failure = new ComputerError("EINTERNAL", `sqlite log write failed: ${String(err)}`, {
+        cause: err,
+      });
+      for (const s of settle) s.reject(failure);
+      return;
+    }
+    for (const s of settle) s.resolve();
+    for (const e of woken) e.waiters.wakeAll();
+  }
+
+  private insert(id: string, ev: LoggedEvent): void {
+    if (ev.name === "exit") {
+      this.st.insertEvent.run(
+        id,
+        ev.seq,
+        "exit",
+        null,
+        0,
+        ev.value,
+        ev.signal ?? null,
+        ev.reason ?? null,
+      );
+    } else {
+      const v = ev.value;
+      const isText = typeof v === "string";
+      const data = isText ? Buffer.from(v) : Buffer.from(v.buffer, v.byteOffset, v.byteLength);
+      this.st.insertEvent.run(id, ev.seq, ev.name, data, isText ? 1 : 0, null, null, null);
+    }
+  }
+
+  private writeExec(id: string, e: Entry): void {
+    this.st.upsertExec.run(id, e.ord, e.bytes, JSON.stringify(e.rec));
+  }
+
+  /**
+   * Past the cap, drop the oldest events down to 3/4 of it (one DELETE per
+   * trim instead of one per event); the last event always stays.
+   */
+  private evict(id: string, e: Entry): void {
+    if (e.bytes <= this.maxBytes || !e.sizes) return;
+    const target = Math.floor((this.maxBytes * 3) / 4);
+    const rec = e.rec;
+    const end = e.sizes.length - 1;
+    while (e.bytes > target && e.sizeHead < end) {
+      e.bytes -= e.sizes[e.sizeHead]!;
+      e.sizeHead++;
+      rec.earliestSeq++;
+    }
+    if (e.sizeHead > 1024 && e.sizeHead * 2 > e.sizes.length) {
+      e.sizes = e.sizes.slice(e.sizeHead);
+      e.sizeHead = 0;
+    }
+    const cut = rec.earliestSeq;
+    this.queue.push(() => this.st.deleteBefore.run(id, cut));
+  }
+
+  private drop(id: string, e: Entry): void {
+    if (e.sweep) clearTimeout(e.sweep);
+    this.flushNow();
+    this.entries.delete(id);
+    this.db.transaction(() => {
+      this.st.deleteEvents.run(id);
+      this.st.deleteExec.run(id);
+    })();
+    e.waiters.wakeAll();
+  }
+
+  private scheduleSweep(id: string, e: Entry, ms: number): void {
+    if (e.sweep) clearTimeout(e.sweep);
+    e.sweep = setTimeout(() => {
+      if (!this.closed && this.entries.get(id) === e) this.drop(id, e);
+    }, ms);
+    e.sweep.unref?.();
+  }
+}
+
+function toEvent(id: string, r: Row): LoggedEvent {
+  if (r.name === "exit") {
+    const ev: ExitEvent = { id, seq: r.seq, name: "exit", value: r.code ?? 0 };
+    if (r.signal !== null) ev.signal = r.signal;
+    if (r.reason !== null) ev.reason = r.reason as ExitEvent["reason"];
+    return ev;
+  }
+  const d = r.data ?? Buffer.alloc(0);
+  return {
+    id,
+    seq: r.seq,
+    name: r.name as "stdout" | "stderr",
+    value: r.text ? d.toString("utf8") : new Uint8Array(d.buffer, d.byteOffset, d.byteLength),
+  };
+}

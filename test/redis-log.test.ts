@@ -6,11 +6,11 @@
 
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type RedisServer, redisAvailable, startRedis } from "../../test/support/redis-server.js";
-import type { LoggedEvent, OutputEvent } from "../wire/types.js";
-import { RedisEventLog } from "./redis-log.js";
-import { runEventLogContract } from "./test-support/event-log-contract.js";
-import type { NewExecRecord } from "./types.js";
+import { RedisEventLog } from "../src/store/redis-log.js";
+import { runEventLogContract } from "../src/store/test-support/event-log-contract.js";
+import type { NewExecRecord } from "../src/store/types.js";
+import type { LoggedEvent, OutputEvent } from "../src/wire/types.js";
+import { type RedisServer, redisAvailable, startRedis } from "./support/redis-server.js";
 
 const hasRedis = redisAvailable();
 let prefixN = 0;

@@ -1,0 +1,270 @@
+// Node liveness for cluster mode: each node keeps a key `<p>node:<id>` alive
+// with a TTL, and every node runs a sweeper that closes the running
+// executions of nodes whose key has expired with an `exit` whose reason is
+// `lost`, so a client never waits forever on a dead node.
+//
+// Timing (defaults): the key lives `ttlMs` = 5 s and is refreshed every
+// `refreshMs` = 1.5 s; each node sweeps every `sweepMs` = 2 s (±25% jitter so
+// nodes do not sweep in lock-step). A node that dies at t stops refreshing; its
+// key expires by t + 5 s and the next sweep of any surviving node closes its
+// executions by t + 5 s + 2.5 s + one sweep's run time, comfortably inside the
+// documented bound of 15 s (docs/operations.md). Only one node writes each
+// `lost` exit: the close is a Lua script conditional on "still running and
+// still owned by that node" (RedisEventLog.closeLost).
+//
+// A node that was merely paused past its TTL (GC, VM freeze) finds its key gone
+// on the next refresh: its executions may already be closed as lost, and their
+// next append fails with EINVAL (the log refuses events after exit). It logs
+// that loudly rather than resurrecting anything.
+
+import { hostname } from "node:os";
+import type { RedisEventLog } from "../store/redis-log.js";
+import { ComputerError } from "../wire/errors.js";
+
+export interface LivenessOptions {
+  /** Lifetime of the liveness key (default 5000 ms). */
+  ttlMs?: number;
+  /** Refresh period (default ttlMs / 3). */
+  refreshMs?: number;
+  /** Sweep period for dead nodes (default 2000 ms). */
+  sweepMs?: number;
+  /** Extra info stored in the key (e.g. the node's URL) for operators and `nodes()`. */
+  info?: Record<string, unknown>;
+  /** Structured log sink; defaults to stderr. */
+  log?: (event: string, fields: Record<string, unknown>) => void;
+}
+
+export interface NodeInfo {
+  id: string;
+  alive: boolean;
+  /** Executions recorded as running on the node. */
+  running: number;
+  info?: Record<string, unknown>;
+}
+
+// KEYS: alive key. ARGV: value, ttl, token. 1: refreshed ours, 0: had lapsed
+// (re-created), -1: another instance holds the id.
+const LUA_REFRESH = `
+local cur = redis.call('GET', KEYS[1])
+if cur and not string.find(cur, ARGV[3], 1, true) then return -1 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if cur then return 1 end
+return 0
+`;
+
+// KEYS: alive key, running set, nodes set. ARGV: node id. Forget a node once it
+// is dead and has nothing left running.
+const LUA_FORGET = `
+if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('SCARD', KEYS[2]) == 0 then
+  return redis.call('SREM', KEYS[3], ARGV[1])
+end
+return 0
+`;
+
+// KEYS: alive key. ARGV: token. Delete only our own key.
+const LUA_RELEASE = `
+local cur = redis.call('GET', KEYS[1])
+if cur and string.find(cur, ARGV[1], 1, true) then return redis.call('DEL', KEYS[1]) end
+return 0
+`;
+
+const defaultLog = (event: string, fields: Record<string, unknown>) => {
+  process.stderr.write(`${JSON.stringify({ t: new Date().toISOString(), event, ...fields })}\n`);
+};
+
+export class NodeLiveness {
+  readonly ttlMs: number;
+  readonly refreshMs: number;
+  readonly sweepMs: number;
+  private readonly token = `${process.pid}.${Date.now()}.${Math.random().toString(36).slice(2)}`;
+  private readonly logFn: (event: string, fields: Record<string, unknown>) => void;
+  private refreshTimer?: ReturnType<typeof setInterval>;
+  private sweepTimer?: ReturnType<typeof setTimeout>;
+  private sweeping?: Promise<number>;
+  private stopped = false;
+
+  constructor(
+    private readonly log: RedisEventLog,
+    readonly nodeId: string,
+    private readonly options: LivenessOptions = {},
+  ) {
+    this.ttlMs = options.ttlMs ?? 5000;
+    this.refreshMs = options.refreshMs ?? Math.max(50, Math.floor(this.ttlMs / 3));
+    this.sweepMs = options.sweepMs ?? 2000;
+    this.logFn = options.log ?? defaultLog;
+  }
+
+  aliveKey(node: string): string {
+    return `${this.log.prefix}node:${node}`;
+  }
+  private get nodesKey(): string {
+    return `${this.log.prefix}nodes`;
+  }
+
+  private value(): string {
+    return JSON.stringify({
+      token: this.token,
+      pid: process.pid,
+      host: hostname(),
+      startedAt: Date.now(),
+      ...this.options.info,
+    });
+  }
+
+  /**
+   * Claim the node id (waiting out a stale key of a crashed predecessor for up
+   * to one TTL), close executions a previous incarnation left running, then
+   * start refreshing and sweeping.
+   */
+  async start(): Promise<void> {
+    const r = this.log.redis;
+    const deadline = Date.now() + this.ttlMs + 1000;
+    for (;;) {
+      const ok = await r.set(this.aliveKey(this.nodeId), this.value(), "PX", this.ttlMs, "NX");
+      if (ok === "OK") break;
+      if (Date.now() > deadline) {
+        throw new ComputerError(
+          "EEXEC_BUSY",
+          `node id ${this.nodeId} is in use by another live node (its liveness key keeps being refreshed); pick another --node-id`,
+        );
+      }
+      await new Promise((res) => setTimeout(res, 200));
+    }
+    await r.sadd(this.nodesKey, this.nodeId);
+    // A previous process with this node id died with executions running: they
+    // are not in this process, so they are lost.
+    for (const id of await this.log.runningOn(this.nodeId)) {
+      const seq = await this.log.closeLost(id, this.nodeId);
+      if (seq > 0) this.logFn("exec.lost", { id, node: this.nodeId, by: this.nodeId, seq });
+    }
+    this.refreshTimer = setInterval(() => void this.refresh(), this.refreshMs);
+    this.refreshTimer.unref?.();
+    this.scheduleSweep();
+  }
+
+  private async refresh(): Promise<void> {
+    if (this.stopped) return;
+    try {
+      const res = Number(
+        await this.log.redis.eval(
+          LUA_REFRESH,
+          1,
+          this.aliveKey(this.nodeId),
+          this.value(),
+          this.ttlMs,
+          this.token,
+        ),
+      );
+      if (res === 0) {
+        this.logFn("node.lapsed", {
+          node: this.nodeId,
+          message:
+            "liveness key had expired (process paused or Redis unreachable longer than the TTL); running executions may have been closed as lost by another node",
+        });
+      } else if (res === -1) {
+        this.logFn("node.conflict", {
+          node: this.nodeId,
+          message: "another process holds this node id",
+        });
+      }
+    } catch (err) {
+      this.logFn("node.refresh_failed", { node: this.nodeId, error: (err as Error).message });
+    }
+  }
+
+  private scheduleSweep(): void {
+    if (this.stopped) return;
+    const delay = this.sweepMs * (0.75 + Math.random() * 0.5);
+    this.sweepTimer = setTimeout(async () => {
+      try {
+        await this.sweep();
+      } catch (err) {
+        this.logFn("node.sweep_failed", { node: this.nodeId, error: (err as Error).message });
+      }
+      this.scheduleSweep();
+    }, delay);
+    this.sweepTimer.unref?.();
+  }
+
+  /** Close the running executions of every dead node; returns how many this call closed. */
+  sweep(): Promise<number> {
+    this.sweeping ??= this.doSweep().finally(() => {
+      this.sweeping = undefined;
+    });
+    return this.sweeping;
+  }
+
+  private async doSweep(): Promise<number> {
+    const r = this.log.redis;
+    const nodes = (await r.smembers(this.nodesKey)).filter((n) => n !== this.nodeId);
+    if (nodes.length === 0) return 0;
+    const pipe = r.pipeline();
+    for (const n of nodes) pipe.exists(this.aliveKey(n));
+    const alive = ((await pipe.exec()) ?? []).map(([, v]) => Number(v) === 1);
+    let closed = 0;
+    for (let i = 0; i < nodes.length; i++) {
+      if (alive[i] || this.stopped) continue;
+      const node = nodes[i]!;
+      for (const id of await this.log.runningOn(node)) {
+        const seq = await this.log.closeLost(id, node);
+        if (seq > 0) {
+          closed++;
+          this.logFn("exec.lost", { id, node, by: this.nodeId, seq });
+        }
+      }
+      await r.eval(
+        LUA_FORGET,
+        3,
+        this.aliveKey(node),
+        `${this.log.prefix}run:${node}`,
+        this.nodesKey,
+        node,
+      );
+    }
+    return closed;
+  }
+
+  async isAlive(node: string): Promise<boolean> {
+    if (node === this.nodeId) return !this.stopped;
+    return (await this.log.redis.exists(this.aliveKey(node))) === 1;
+  }
+
+  /** Known nodes with liveness and running counts (for `ps`/dashboards/ops). */
+  async nodes(): Promise<NodeInfo[]> {
+    const r = this.log.redis;
+    const ids = (await r.smembers(this.nodesKey)).sort();
+    const pipe = r.pipeline();
+    for (const n of ids) {
+      pipe.get(this.aliveKey(n));
+      pipe.scard(`${this.log.prefix}run:${n}`);
+    }
+    const res = (await pipe.exec()) ?? [];
+    return ids.map((id, i) => {
+      const raw = res[2 * i]?.[1] as string | null;
+      const out: NodeInfo = { id, alive: raw !== null, running: Number(res[2 * i + 1]?.[1] ?? 0) };
+      if (raw) {
+        try {
+          const { token: _t, ...info } = JSON.parse(raw) as Record<string, unknown>;
+          out.info = info;
+        } catch {
+          /* foreign value: ignore */
+        }
+      }
+      return out;
+    });
+  }
+
+  /** Stop refreshing and give up the node id at once (graceful shutdown). */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.refreshTimer) clearInterval(this.refreshTimer);
+    if (this.sweepTimer) clearTimeout(this.sweepTimer);
+    await this.sweeping?.catch(() => {});
+    try {
+      await this.log.redis.eval(LUA_RELEASE, 1, this.aliveKey(this.nodeId), this.token);
+    } catch {
+      /* Redis gone: the key expires on its own */
+    }
+  }
+}

@@ -1,0 +1,171 @@
+// One node of a cluster: the shared RedisEventLog, this node's liveness and
+// sweeper, and control routing. It hands the runtime a `RemoteControl` (what
+// to do with an execution that is in the shared log but runs on another node)
+// and serves the same four operations for its own executions, by calling the
+// local Computer.
+//
+//   const cluster = await ClusterNode.start({ redis: "redis://…", nodeId: "a" });
+//   const computer = new Computer({ workspace, log: cluster.log, nodeId: "a", remote: cluster.remote });
+//   cluster.serve(computer);
+//   …
+//   await computer.close(); await cluster.close();   // this order: see close()
+//
+// Operations on an execution whose owner is dead do not wait for a timeout:
+// `kill` closes it as lost right away (that is what the sweeper would do a
+// few seconds later), `dispose` deletes it from the log, `write`/`end` fail
+// with ENETWORK naming the node.
+
+import type { RedisOptions } from "ioredis";
+import { RedisEventLog, type RedisEventLogOptions } from "../store/redis-log.js";
+import type { ExecRecord } from "../store/types.js";
+import { ComputerError } from "../wire/errors.js";
+import { ControlChannel, type ControlHandler } from "./control.js";
+import { type LivenessOptions, type NodeInfo, NodeLiveness } from "./liveness.js";
+
+/** What the runtime calls for executions owned by another node (structurally the runtime's RemoteControl). */
+export interface RemoteControl {
+  kill(rec: ExecRecord, signal?: string): Promise<void>;
+  write(rec: ExecRecord, chunk: Uint8Array | string): Promise<void>;
+  end(rec: ExecRecord): Promise<void>;
+  dispose(rec: ExecRecord): Promise<void>;
+}
+
+/** The slice of the Computer a node needs to serve control requests. */
+export interface LocalComputer {
+  kill(id: string, signal?: string): Promise<void>;
+  dispose(id: string): Promise<void>;
+  get(
+    id: string,
+  ): Promise<{ write(chunk: Uint8Array | string): Promise<void>; end(): Promise<void> }>;
+}
+
+export interface ClusterNodeOptions extends Omit<LivenessOptions, "log"> {
+  /** This node's id (unique in the cluster; stable across restarts of the same machine is fine). */
+  nodeId: string;
+  /** An existing log to share, or connection settings to open one. */
+  log?: RedisEventLog;
+  redis?: string | RedisOptions;
+  logOptions?: Omit<RedisEventLogOptions, "redis">;
+  /** Caller's wait for a reply from the owning node (default 5000 ms). */
+  controlTimeoutMs?: number;
+  /** Structured log sink for cluster events (liveness, sweeps, control failures). */
+  logEvent?: (event: string, fields: Record<string, unknown>) => void;
+}
+
+const enc = new TextEncoder();
+
+export class ClusterNode {
+  readonly nodeId: string;
+  readonly log: RedisEventLog;
+  readonly liveness: NodeLiveness;
+  readonly control: ControlChannel;
+  readonly remote: RemoteControl;
+  private readonly ownsLog: boolean;
+  private closed = false;
+
+  private constructor(options: ClusterNodeOptions) {
+    if (!options.nodeId || /[\s{}]/.test(options.nodeId)) {
+      throw new ComputerError(
+        "EINVAL",
+        "a cluster node id must be non-empty without spaces or braces",
+      );
+    }
+    this.nodeId = options.nodeId;
+    this.ownsLog = !options.log;
+    this.log = options.log ?? new RedisEventLog({ ...options.logOptions, redis: options.redis });
+    this.liveness = new NodeLiveness(this.log, this.nodeId, { ...options, log: options.logEvent });
+    this.control = new ControlChannel(this.log, this.nodeId, {
+      timeoutMs: options.controlTimeoutMs,
+      log: options.logEvent,
+    });
+    this.remote = {
+      kill: (rec, signal) => this.routeKill(rec, signal),
+      write: (rec, chunk) =>
+        this.route(rec, "write", { data: typeof chunk === "string" ? enc.encode(chunk) : chunk }),
+      end: (rec) => this.route(rec, "end"),
+      dispose: (rec) => this.routeDispose(rec),
+    };
+  }
+
+  /** Open (or share) the log, claim the node id, and start liveness, sweeping and control. */
+  static async start(options: ClusterNodeOptions): Promise<ClusterNode> {
+    const node = new ClusterNode(options);
+    try {
+      await node.liveness.start();
+      await node.control.start();
+    } catch (err) {
+      await node.close().catch(() => {});
+      throw err;
+    }
+    return node;
+  }
+
+  /** Serve control requests for this node's executions with the local Computer. */
+  serve(computer: LocalComputer | ControlHandler): void {
+    const c = computer as Partial<LocalComputer & ControlHandler>;
+    const handler: ControlHandler =
+      typeof c.write === "function" && typeof c.end === "function"
+        ? (computer as ControlHandler)
+        : {
+            kill: (id, signal) => (computer as LocalComputer).kill(id, signal),
+            dispose: (id) => (computer as LocalComputer).dispose(id),
+            write: async (id, chunk) => (await (computer as LocalComputer).get(id)).write(chunk),
+            end: async (id) => (await (computer as LocalComputer).get(id)).end(),
+          };
+    this.control.setHandler(handler);
+  }
+
+  /** Known nodes, alive or not yet forgotten. */
+  nodes(): Promise<NodeInfo[]> {
+    return this.liveness.nodes();
+  }
+
+  private async ownerAlive(rec: ExecRecord): Promise<boolean> {
+    return await this.liveness.isAlive(rec.node);
+  }
+
+  private async routeKill(rec: ExecRecord, signal?: string): Promise<void> {
+    if (rec.state !== "running") return;
+    if (!(await this.ownerAlive(rec))) {
+      await this.log.closeLost(rec.id, rec.node);
+      return;
+    }
+    await this.control.request(rec.node, "kill", rec.id, signal ? { signal } : {});
+  }
+
+  private async routeDispose(rec: ExecRecord): Promise<void> {
+    if (rec.state !== "running" || !(await this.ownerAlive(rec))) {
+      // Nothing runs anywhere: deleting from the shared log is all there is.
+      await this.log.dispose(rec.id);
+      return;
+    }
+    await this.control.request(rec.node, "dispose", rec.id);
+  }
+
+  private async route(
+    rec: ExecRecord,
+    op: "write" | "end",
+    extra: { data?: Uint8Array } = {},
+  ): Promise<void> {
+    if (!(await this.ownerAlive(rec))) {
+      throw new ComputerError(
+        "ENETWORK",
+        `execution ${rec.id} runs on node ${rec.node}, which is down; its stdin is gone`,
+      );
+    }
+    await this.control.request(rec.node, op, rec.id, extra);
+  }
+
+  /**
+   * Stop control and liveness, and close the log if this node opened it. Close
+   * the Computer first: it ends its executions (reason killed) while this node
+   * still counts as alive, so no other node closes them as lost meanwhile.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.control.close();
+    await this.liveness.stop();
+    if (this.ownsLog) await this.log.close();
+  }
+}

@@ -1,0 +1,172 @@
+// Cluster building blocks against a real redis-server, without HTTP: control
+// requests routed to the owning node and answered (ok, error code, timeout),
+// per-execution ordering of stdin chunks, liveness expiry closing a dead
+// node's executions as `lost` exactly once, and a restarted node id closing
+// what its previous incarnation left running.
+
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ClusterNode } from "../src/cluster/node.js";
+import { RedisEventLog } from "../src/store/redis-log.js";
+import type { ExecRecord } from "../src/store/types.js";
+import { ComputerError } from "../src/wire/errors.js";
+import { type RedisServer, redisAvailable, startRedis } from "./support/redis-server.js";
+
+const hasRedis = redisAvailable();
+let n = 0;
+const quiet = () => {};
+
+describe.skipIf(!hasRedis)("cluster node (liveness + control)", () => {
+  let server: RedisServer;
+  beforeAll(async () => {
+    server = await startRedis();
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  const start = (prefix: string, nodeId: string, extra: object = {}) =>
+    ClusterNode.start({
+      nodeId,
+      redis: server.url,
+      logOptions: { prefix },
+      ttlMs: 600,
+      sweepMs: 200,
+      controlTimeoutMs: 1500,
+      logEvent: quiet,
+      ...extra,
+    });
+
+  async function newExec(log: RedisEventLog, node: string): Promise<ExecRecord> {
+    const id = randomUUID();
+    await log.create({ id, command: "x", cwd: "", encoding: "b64", node, startedAt: Date.now() });
+    return (await log.get(id))!;
+  }
+
+  it("routes kill/write/end/dispose to the owner in order and returns its result", async () => {
+    const prefix = `cn${n++}:`;
+    const a = await start(prefix, "a");
+    const b = await start(prefix, "b");
+    try {
+      const seen: string[] = [];
+      a.serve({
+        kill: async (id, signal) => {
+          seen.push(`kill ${id.slice(0, 4)} ${signal}`);
+        },
+        write: async (_id, chunk) => {
+          // Random handling delays must not reorder chunks of one execution.
+          await new Promise((r) => setTimeout(r, Math.random() * 5));
+          seen.push(`write ${new TextDecoder().decode(chunk)}`);
+        },
+        end: async () => {
+          seen.push("end");
+        },
+        dispose: async (id) => {
+          throw new ComputerError("ENOENT", `no such execution: ${id}`);
+        },
+      });
+      const rec = await newExec(a.log, "a");
+      await b.remote.kill(rec, "SIGINT");
+      await Promise.all(["1", "2", "3", "4", "5"].map((c) => b.remote.write(rec, c)));
+      await b.remote.end(rec);
+      expect(seen).toEqual([
+        `kill ${rec.id.slice(0, 4)} SIGINT`,
+        "write 1",
+        "write 2",
+        "write 3",
+        "write 4",
+        "write 5",
+        "end",
+      ]);
+      const err = await b.remote.dispose(rec).catch((e) => e);
+      expect(err.code).toBe("ENOENT");
+    } finally {
+      await b.close();
+      await a.close();
+    }
+  });
+
+  it("times out with ENETWORK when the owner is alive but does not answer", async () => {
+    const prefix = `cn${n++}:`;
+    const a = await start(prefix, "a");
+    const b = await start(prefix, "b");
+    try {
+      a.serve({
+        kill: () => new Promise(() => {}), // hangs
+        write: async () => {},
+        end: async () => {},
+        dispose: async () => {},
+      });
+      const rec = await newExec(a.log, "a");
+      const err = await b.remote.kill(rec).catch((e) => e);
+      expect(err.code).toBe("ENETWORK");
+      expect(err.message).toMatch(/node a did not answer kill/);
+    } finally {
+      await b.close();
+      await a.close();
+    }
+  });
+
+  it("closes a dead node's running executions as lost exactly once; kill of a dead node's exec is immediate", async () => {
+    const prefix = `cn${n++}:`;
+    const a = await start(prefix, "a");
+    const b = await start(prefix, "b");
+    const c = await start(prefix, "c");
+    const reader = new RedisEventLog({ redis: server.url, prefix });
+    try {
+      const r1 = await newExec(a.log, "a");
+      const r2 = await newExec(a.log, "a");
+      await a.log.append(r1.id, [{ id: r1.id, seq: 1, name: "stdout", value: "hi" }]);
+      const finished = await newExec(a.log, "a");
+      await a.log.append(finished.id, [{ id: finished.id, seq: 1, name: "exit", value: 0 }]);
+      // "Kill" node a: stop refreshing without releasing its key (as a crash would).
+      (a.liveness as unknown as { stopped: boolean }).stopped = true;
+      const waiting = reader.waitFor(r1.id, 1);
+      await waiting; // resolves when the sweeper of b or c writes the lost exit
+      const evs = await reader.read(r1.id, 0);
+      expect(evs.map((e) => [e.seq, e.name])).toEqual([
+        [1, "stdout"],
+        [2, "exit"],
+      ]);
+      expect(evs[1]).toMatchObject({ reason: "lost" });
+      for (;;) {
+        if ((await reader.get(r2.id))?.state === "lost") break;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      expect((await reader.read(r2.id, 0)).map((e) => e.seq)).toEqual([1]);
+      expect((await reader.get(finished.id))?.state).toBe("exited");
+      // Sweeps keep running on b and c: still exactly one exit each.
+      await new Promise((r) => setTimeout(r, 500));
+      expect((await reader.read(r1.id, 0)).length).toBe(2);
+      // A kill for an execution whose owner is not alive closes it at once.
+      const ghost = await newExec(b.log, "ghost");
+      await b.remote.kill(ghost, "SIGTERM");
+      expect((await reader.get(ghost.id))?.state).toBe("lost");
+      const nodes = await b.nodes();
+      expect(nodes.find((x) => x.id === "a")).toBeUndefined(); // forgotten once empty
+      expect(nodes.filter((x) => x.alive).map((x) => x.id)).toEqual(["b", "c"]);
+    } finally {
+      await reader.close();
+      await c.close();
+      await b.close();
+      await a.close();
+    }
+  });
+
+  it("a node restarted under the same id closes what its predecessor left running", async () => {
+    const prefix = `cn${n++}:`;
+    const a1 = await start(prefix, "a");
+    const rec = await newExec(a1.log, "a");
+    // Crash: drop connections without releasing the liveness key.
+    (a1.liveness as unknown as { stopped: boolean }).stopped = true;
+    a1.log.redis.disconnect();
+    const a2 = await start(prefix, "a"); // waits out the stale key (one TTL), then sweeps itself
+    try {
+      const r = await a2.log.get(rec.id);
+      expect(r?.state).toBe("lost");
+    } finally {
+      await a2.close();
+      await a1.close().catch(() => {});
+    }
+  });
+});

@@ -32,6 +32,14 @@ export async function openEventLog(
   else if (typeof spec === "object" && spec !== null && typeof spec.sqlite === "string") {
     sqlitePath = spec.sqlite;
   }
+  if (typeof spec === "string" && /^rediss?:\/\//.test(spec)) {
+    // Shared log for cluster mode (H6). `?prefix=NAME` picks the key prefix.
+    const { RedisEventLog } = await import("./redis-log.js");
+    const u = new URL(spec);
+    const prefix = u.searchParams.get("prefix") ?? undefined;
+    u.searchParams.delete("prefix");
+    return new RedisEventLog({ ...options, redis: u.toString(), prefix });
+  }
   if (sqlitePath !== undefined) {
     if (sqlitePath === "") throw new ComputerError("EINVAL", "sqlite log needs a file path");
     const { SqliteEventLog } = await import("./sqlite-log.js");
@@ -39,6 +47,6 @@ export async function openEventLog(
   }
   throw new ComputerError(
     "EINVAL",
-    `unknown event log ${JSON.stringify(spec)}: use "memory", "sqlite:PATH" or an EventLog`,
+    `unknown event log ${JSON.stringify(spec)}: use "memory", "sqlite:PATH", "redis://HOST:PORT" or an EventLog`,
   );
 }

@@ -227,7 +227,7 @@ describe("event streams", () => {
     expect(out).toBe("a\n");
     expect(err).toBe("b");
     expect(events.at(-1)).toMatchObject({ name: "exit", value: 3 });
-    events.forEach((e, i) => expect(e.seq).toBe(i + 1));
+    expect(events.map((e) => e.seq)).toEqual(events.map((_e, i) => i + 1));
   });
 
   it("SSE: id = seq, event = name, data = the exec-wire frame, then end/[DONE]; resume via Last-Event-ID", async () => {

@@ -400,7 +400,7 @@ function resumingEventStream<V extends Chunk>(
     if (outer.aborted) ac.abort();
     else outer.addEventListener("abort", onOuterAbort, { once: true });
   }
-  let last: number | undefined = typeof options.after === "number" ? options.after : undefined;
+  let last: number | undefined = options.after === "tail" ? undefined : (options.after ?? 0);
   let body: ReadableStreamDefaultReader<Uint8Array> | undefined;
   let decoder: ExecWireDecoder | undefined;
   let failures = 0;
@@ -479,6 +479,16 @@ function resumingEventStream<V extends Chunk>(
                 return;
               }
               body = undefined;
+              // Ended without exit: a cut connection, or nothing more will come
+              // (tail of a finished execution). The record tells which.
+              const rec = (await (
+                await client.request("GET", path, { signal: ac.signal })
+              ).json()) as ExecRecord;
+              if (rec.state !== "running" && rec.lastSeq <= (last ?? 0)) {
+                cleanup();
+                controller.close();
+                return;
+              }
               throw new ComputerError("ENETWORK", "event stream ended before the exit event");
             }
             const events = decoder!.push(value);

@@ -258,14 +258,13 @@ export async function streamEvents(
       onBytes: (n) => deps.metrics.bytesStreamed.inc({ transport }, n),
     });
     if (end.kind === "closed" || sink.closed) return;
-    if (end.kind === "exit") {
+    if (end.kind === "exit" || end.kind === "eof") {
+      // eof without exit: nothing more will come (a "tail" of a finished
+      // execution, or it was disposed). SSE still says end so an EventSource
+      // does not reconnect forever; exec-wire clients check the record.
       if (format === "sse") res.write("event: end\ndata: [DONE]\n\n");
     } else {
-      const err =
-        end.kind === "error"
-          ? end.error
-          : new HttpError(503, "ECLOSED", "event stream ended before the exit event");
-      const frame = errorFrameOf(handle.id, err);
+      const frame = errorFrameOf(handle.id, end.error);
       deps.metrics.errors.inc({ code: frame.code });
       if (format === "sse") {
         res.write(formatSseEvent({ event: "error", data: JSON.stringify(frame) }));

@@ -148,9 +148,6 @@ export function registerWebSocket(router: Router, deps: ServerDeps): WsEndpoint 
           onBytes: (n) => deps.metrics.bytesStreamed.inc({ transport: "ws" }, n),
         });
         if (end.kind === "error") throw end.error;
-        if (end.kind === "eof" && !sub.ac.signal.aborted) {
-          throw new HttpError(503, "ECLOSED", "event stream ended before the exit event");
-        }
       } finally {
         if (subs.get(id) === sub) subs.delete(id);
         deps.subscriptions.count--;

@@ -61,6 +61,7 @@ export class ControlChannel {
 
   constructor(
     private readonly log: RedisEventLog,
+    private readonly redis: Redis,
     readonly nodeId: string,
     options: ControlOptions = {},
   ) {
@@ -85,7 +86,7 @@ export class ControlChannel {
     this.sub = sub;
     // Start after whatever is already in the stream: requests from before this
     // process started were addressed to a previous incarnation.
-    const last = await this.log.redis.xrevrange(this.streamKey(this.nodeId), "+", "-", "COUNT", 1);
+    const last = await this.redis.xrevrange(this.streamKey(this.nodeId), "+", "-", "COUNT", 1);
     const startId = last[0]?.[0] ?? "0-0";
     this.reader = this.log.duplicate(`ac-ctl-read-${this.nodeId}`);
     this.loop = this.readLoop(startId);
@@ -139,7 +140,7 @@ export class ControlChannel {
         const d = extra.data;
         args.push("data", Buffer.from(d.buffer, d.byteOffset, d.byteLength));
       }
-      (this.log.redis.xadd as (...a: unknown[]) => Promise<unknown>)(...args).catch((err) => {
+      (this.redis.xadd as (...a: unknown[]) => Promise<unknown>)(...args).catch((err) => {
         const p = this.pending.get(rid);
         if (!p) return;
         clearTimeout(p.timer);
@@ -255,7 +256,7 @@ export class ControlChannel {
 
   private async reply(to: string, body: Record<string, unknown>): Promise<void> {
     try {
-      await this.log.redis.publish(this.replyChannel(to), JSON.stringify(body));
+      await this.redis.publish(this.replyChannel(to), JSON.stringify(body));
     } catch (err) {
       this.logFn("control.reply_failed", { node: this.nodeId, to, error: (err as Error).message });
     }

@@ -18,6 +18,7 @@
 // that loudly rather than resurrecting anything.
 
 import { hostname } from "node:os";
+import type { Redis } from "ioredis";
 import type { RedisEventLog } from "../store/redis-log.js";
 import { ComputerError } from "../wire/errors.js";
 
@@ -83,8 +84,13 @@ export class NodeLiveness {
   private sweeping?: Promise<number>;
   private stopped = false;
 
+  /**
+   * `redis` is the cluster's own connection (not the log's), so liveness can
+   * still release its key after the Computer has closed the shared log.
+   */
   constructor(
     private readonly log: RedisEventLog,
+    private readonly redis: Redis,
     readonly nodeId: string,
     private readonly options: LivenessOptions = {},
   ) {
@@ -117,7 +123,7 @@ export class NodeLiveness {
    * start refreshing and sweeping.
    */
   async start(): Promise<void> {
-    const r = this.log.redis;
+    const r = this.redis;
     const deadline = Date.now() + this.ttlMs + 1000;
     for (;;) {
       const ok = await r.set(this.aliveKey(this.nodeId), this.value(), "PX", this.ttlMs, "NX");
@@ -146,7 +152,7 @@ export class NodeLiveness {
     if (this.stopped) return;
     try {
       const res = Number(
-        await this.log.redis.eval(
+        await this.redis.eval(
           LUA_REFRESH,
           1,
           this.aliveKey(this.nodeId),
@@ -195,7 +201,7 @@ export class NodeLiveness {
   }
 
   private async doSweep(): Promise<number> {
-    const r = this.log.redis;
+    const r = this.redis;
     const nodes = (await r.smembers(this.nodesKey)).filter((n) => n !== this.nodeId);
     if (nodes.length === 0) return 0;
     const pipe = r.pipeline();
@@ -226,12 +232,12 @@ export class NodeLiveness {
 
   async isAlive(node: string): Promise<boolean> {
     if (node === this.nodeId) return !this.stopped;
-    return (await this.log.redis.exists(this.aliveKey(node))) === 1;
+    return (await this.redis.exists(this.aliveKey(node))) === 1;
   }
 
   /** Known nodes with liveness and running counts (for `ps`/dashboards/ops). */
   async nodes(): Promise<NodeInfo[]> {
-    const r = this.log.redis;
+    const r = this.redis;
     const ids = (await r.smembers(this.nodesKey)).sort();
     const pipe = r.pipeline();
     for (const n of ids) {
@@ -262,7 +268,7 @@ export class NodeLiveness {
     if (this.sweepTimer) clearTimeout(this.sweepTimer);
     await this.sweeping?.catch(() => {});
     try {
-      await this.log.redis.eval(LUA_RELEASE, 1, this.aliveKey(this.nodeId), this.token);
+      await this.redis.eval(LUA_RELEASE, 1, this.aliveKey(this.nodeId), this.token);
     } catch {
       /* Redis gone: the key expires on its own */
     }

@@ -15,7 +15,7 @@
 // few seconds later), `dispose` deletes it from the log, `write`/`end` fail
 // with ENETWORK naming the node.
 
-import type { RedisOptions } from "ioredis";
+import type { Redis, RedisOptions } from "ioredis";
 import { RedisEventLog, type RedisEventLogOptions } from "../store/redis-log.js";
 import type { ExecRecord } from "../store/types.js";
 import { ComputerError } from "../wire/errors.js";
@@ -61,6 +61,7 @@ export class ClusterNode {
   readonly control: ControlChannel;
   readonly remote: RemoteControl;
   private readonly ownsLog: boolean;
+  private readonly redis: Redis;
   private closed = false;
 
   private constructor(options: ClusterNodeOptions) {
@@ -73,8 +74,14 @@ export class ClusterNode {
     this.nodeId = options.nodeId;
     this.ownsLog = !options.log;
     this.log = options.log ?? new RedisEventLog({ ...options.logOptions, redis: options.redis });
-    this.liveness = new NodeLiveness(this.log, this.nodeId, { ...options, log: options.logEvent });
-    this.control = new ControlChannel(this.log, this.nodeId, {
+    // The cluster's own connection: liveness and control keep working while the
+    // Computer closes the shared log during shutdown.
+    this.redis = this.log.duplicate(`ac-cluster-${this.nodeId}`);
+    this.liveness = new NodeLiveness(this.log, this.redis, this.nodeId, {
+      ...options,
+      log: options.logEvent,
+    });
+    this.control = new ControlChannel(this.log, this.redis, this.nodeId, {
       timeoutMs: options.controlTimeoutMs,
       log: options.logEvent,
     });
@@ -120,7 +127,13 @@ export class ClusterNode {
     return this.liveness.nodes();
   }
 
+  /**
+   * False when the owner is dead, or is this very node (the record says the
+   * execution runs here, but this process does not have it: a previous
+   * incarnation's orphan). Routing such a request to ourselves would loop.
+   */
   private async ownerAlive(rec: ExecRecord): Promise<boolean> {
+    if (rec.node === this.nodeId) return false;
     return await this.liveness.isAlive(rec.node);
   }
 
@@ -166,6 +179,7 @@ export class ClusterNode {
     this.closed = true;
     await this.control.close();
     await this.liveness.stop();
+    this.redis.disconnect();
     if (this.ownsLog) await this.log.close();
   }
 }

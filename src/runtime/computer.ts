@@ -225,7 +225,9 @@ export class Computer implements ComputerApi {
       resultMaxBytes: options.resultMaxBytes ?? 16 * 1024 * 1024,
       drainMs: options.drainMs ?? 250,
     };
-    this.pauseAt = Math.max(64 * 1024, Math.floor(this.opts.logMaxBytes / 2));
+    // Half a ring: what a pipe delivers after pause() (a chunk or two) still
+    // fits before the ring would have to evict unread events.
+    this.pauseAt = Math.floor(this.opts.logMaxBytes / 2);
     this.resumeAt = Math.floor(this.pauseAt / 2);
     this.baseEnv = options.env ? { ...options.env } : defaultBaseEnv();
     this.observer = options.observer;
@@ -322,9 +324,11 @@ export class Computer implements ComputerApi {
         // shell: the message on stderr and exit 127 (126 when not executable).
         this.spawnFailed(exe, file);
       } else {
+        // Listeners first: the child's exit or output must not slip past while
+        // the log is busy with the update.
         rec.pid = child.pid;
-        await log.update(id, { pid: child.pid });
         this.wire(exe, stdin, timeoutMs);
+        await log.update(id, { pid: child.pid });
       }
       safe(() => this.observer?.started?.({ ...rec }));
       return new Handle(this, id);

@@ -1,0 +1,244 @@
+// The runtime's stream guarantees with real processes: process groups and
+// grandchildren, timeouts, large outputs, many executions at once, resuming,
+// truncation, backpressure and stalled subscribers, heartbeats.
+
+import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { createReadStream } from "node:fs";
+import path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { Computer } from "../src/index.js";
+import type { ExecEvent } from "../src/wire/types.js";
+import {
+  collect,
+  collectUntilError,
+  eventually,
+  expectGapFree,
+  logged,
+  sleep,
+  tempDir,
+  textOf,
+} from "./runtime-support.js";
+
+let ws: ReturnType<typeof tempDir>;
+const computers: Computer[] = [];
+const make = (o: Partial<ConstructorParameters<typeof Computer>[0]> = {}) => {
+  const c = new Computer({ workspace: ws.dir, killGraceMs: 300, ...o });
+  computers.push(c);
+  return c;
+};
+
+beforeEach(() => {
+  ws = tempDir();
+});
+afterEach(async () => {
+  while (computers.length) await computers.pop()!.close();
+  ws.cleanup();
+});
+
+/** Processes whose command line contains `marker` (from `ps`). */
+function survivors(marker: string): string[] {
+  const out = execFileSync("ps", ["-eo", "pid,pgid,args"], { encoding: "utf8" });
+  return out.split("\n").filter((l) => l.includes(marker) && !l.includes("ps -eo"));
+}
+
+describe("process groups", () => {
+  it("a timeout kills background grandchildren too, and keeps the output before it", async () => {
+    const c = make();
+    const run = await c.exec(
+      "sleep 91.1 & sleep 91.2 & (sleep 91.3; echo never) & echo before; sleep 91.4",
+      { timeoutMs: 400, encoding: "utf8" },
+    );
+    const evs = logged(await collect(run.events()));
+    expect(textOf(evs)).toBe("before\n");
+    expect(evs.at(-1)).toMatchObject({
+      name: "exit",
+      reason: "timeout",
+      signal: "SIGTERM",
+      value: 143,
+    });
+    expect((await run.info()).state).toBe("timed_out");
+    expect(survivors("sleep 91.")).toEqual([]);
+    const res = await run.result();
+    expect(res).toMatchObject({ status: "timed_out", stdout: "before\n" });
+  });
+
+  it("grandchildren holding the pipes after the shell exits: drained briefly, then killed", async () => {
+    const c = make({ drainMs: 300 });
+    // The quick grandchild finishes inside the drain window: its output is kept.
+    const run = await c.exec("(sleep 0.05; echo quick) & (sleep 92.5; echo slow) & echo main", {
+      encoding: "utf8",
+    });
+    const evs = logged(await collect(run.events()));
+    expect(textOf(evs).split("\n").sort()).toEqual(["", "main", "quick"]);
+    expect(evs.at(-1)).toMatchObject({ name: "exit", value: 0, reason: "exited" });
+    expect(survivors("sleep 92.5")).toEqual([]);
+  });
+
+  it("kills background processes that do not hold the pipes when the command exits", async () => {
+    const c = make();
+    const run = await c.exec("sleep 93.5 >/dev/null 2>&1 & echo ok");
+    await run.result();
+    await eventually(() => survivors("sleep 93.5").length === 0, 2000);
+  });
+});
+
+describe("volume and concurrency", () => {
+  it("moves 100 MiB of random bytes intact (SHA-256)", async () => {
+    const file = path.join(ws.dir, "big.bin");
+    execFileSync("sh", ["-c", `head -c 104857600 /dev/urandom > '${file}'`]);
+    const want = createHash("sha256");
+    for await (const chunk of createReadStream(file)) want.update(chunk as Buffer);
+    const c = make();
+    const run = await c.exec("cat big.bin");
+    const got = createHash("sha256");
+    let bytes = 0;
+    let seq = 0;
+    const reader = run.events().getReader();
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      if (value.name === "heartbeat") continue;
+      expect(value.seq).toBe(++seq);
+      if (value.name === "stdout") {
+        got.update(value.value as Uint8Array);
+        bytes += (value.value as Uint8Array).byteLength;
+      }
+    }
+    expect(bytes).toBe(104857600);
+    expect(got.digest("hex")).toBe(want.digest("hex"));
+  });
+
+  it("runs 200 executions at once, each with its own output", async () => {
+    const c = make();
+    const runs = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => c.exec(`printf 'run-%s' ${i}; sleep 0.2; printf '!'`)),
+    );
+    const results = await Promise.all(runs.map((r) => r.result()));
+    results.forEach((r, i) => {
+      expect(r.exitCode).toBe(0);
+      expect(Buffer.from(r.stdout as Uint8Array).toString()).toBe(`run-${i}!`);
+    });
+  });
+});
+
+describe("resume and truncation", () => {
+  it("reattaching with after: N yields exactly N+1..end", async () => {
+    const c = make();
+    const run = await c.exec("for i in $(seq 1 40); do echo line$i; sleep 0.01; done", {
+      encoding: "utf8",
+    });
+    const first = run.events({ heartbeats: false }).getReader();
+    const head: ExecEvent[] = [];
+    while (head.length < 5) head.push((await first.read()).value!);
+    await first.cancel();
+    const n = head.at(-1)!.seq;
+    const tail = logged(await collect((await c.get(run.id)).events({ after: n })));
+    expect(tail[0]!.seq).toBe(n + 1);
+    expectGapFree(tail, n + 1);
+    expect(tail.at(-1)!.name).toBe("exit");
+    const all = textOf([...head, ...tail]);
+    expect(all).toBe(Array.from({ length: 40 }, (_, i) => `line${i + 1}\n`).join(""));
+    // "tail" after exit: nothing more to come.
+    expect(await collect(run.events({ after: "tail" }))).toEqual([]);
+  });
+
+  it("resuming before the earliest retained seq fails with ELOG_TRUNCATED and earliestSeq", async () => {
+    const c = make({ logMaxBytes: 256 * 1024 });
+    const run = await c.exec("head -c 2000000 /dev/zero");
+    // Nobody is attached: detached history past the cap is dropped.
+    await eventually(async () => (await run.info()).state !== "running");
+    const res = await run.result();
+    expect(res.truncated).toBe(true);
+    const info = await run.info();
+    expect(info.earliestSeq).toBeGreaterThan(1);
+    const { error } = await collectUntilError(run.events({ after: 0 }));
+    expect(error).toMatchObject({ code: "ELOG_TRUNCATED", earliestSeq: info.earliestSeq });
+    const rest = logged(await collect(run.events({ after: info.earliestSeq - 1 })));
+    expectGapFree(rest, info.earliestSeq);
+    expect(rest.at(-1)!.name).toBe("exit");
+    const { error: bad } = await collectUntilError(run.events({ after: info.lastSeq + 5 }));
+    expect(bad).toMatchObject({ code: "EINVAL" });
+  });
+});
+
+describe("backpressure", () => {
+  const expected = (n: number) => Array.from({ length: n }, (_, i) => `${i + 1}\n`).join("");
+
+  it("a slow subscriber pauses the child instead of losing output", async () => {
+    // 6.9 MB of output through a 1 MiB ring: only possible without loss if the child waits.
+    const c = make({ logMaxBytes: 1024 * 1024 });
+    const run = await c.exec("seq 1 1000000");
+    const reader = run.events({ heartbeats: false }).getReader();
+    const parts: Uint8Array[] = [];
+    let seq = 0;
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      expect(value.seq).toBe(++seq);
+      if (value.name === "stdout") parts.push(value.value as Uint8Array);
+      await sleep(5);
+    }
+    expect(Buffer.concat(parts).toString()).toBe(expected(1_000_000));
+    // The history itself is a ring: a replay from 0 after the fact is truncated.
+    const { error } = await collectUntilError(run.events({ after: 0 }));
+    expect(error).toMatchObject({ code: "ELOG_TRUNCATED" });
+  });
+
+  it("a stalled subscriber is cut off with ELAGGING; the others are unaffected", async () => {
+    const c = make({ logMaxBytes: 1024 * 1024, stallMs: 400 });
+    const run = await c.exec("seq 1 1000000");
+    const stalled = run.events({ heartbeats: false }).getReader();
+    await stalled.read(); // reads one event, then nothing
+    const healthy = logged(await collect(run.events({ heartbeats: false })));
+    expectGapFree(healthy);
+    expect(textOf(healthy)).toBe(expected(1_000_000));
+    expect(healthy.at(-1)).toMatchObject({ name: "exit", value: 0 });
+    await expect(stalled.read()).rejects.toMatchObject({ code: "ELAGGING" });
+  });
+});
+
+describe("heartbeats", () => {
+  it("go to live subscribers with the latest logged seq and are never replayed", async () => {
+    const c = make({ heartbeatMs: 80 });
+    const run = await c.exec("echo a; sleep 0.5; echo b", { encoding: "utf8" });
+    const live = await collect(run.events());
+    const beats = live.filter((e) => e.name === "heartbeat");
+    expect(beats.length).toBeGreaterThan(0);
+    for (const b of beats) {
+      expect(b.seq).toBe(1);
+      expect(b.value).toMatchObject({ pid: expect.any(Number), elapsedMs: expect.any(Number) });
+    }
+    expectGapFree(live);
+    const replay = await collect(run.events());
+    expect(replay.some((e) => e.name === "heartbeat")).toBe(false);
+    const quiet = await collect((await c.exec("sleep 0.3")).events({ heartbeats: false }));
+    expect(quiet.map((e) => e.name)).toEqual(["exit"]);
+  });
+});
+
+describe("SQLite log", () => {
+  it("replays finished executions after a restart and closes running ones as lost", async () => {
+    const db = path.join(ws.dir, "..", `${path.basename(ws.dir)}.db`);
+    const a = make({ log: { sqlite: db } });
+    const done = await a.exec("echo kept; echo err >&2", { id: "done", encoding: "utf8" });
+    await done.result();
+    const running = await a.exec("echo partial; sleep 30", { id: "running" });
+    await collect(running.events(), 1);
+    // A second computer on the same file sees what a restart after a crash sees.
+    const b = new Computer({ workspace: ws.dir, log: `sqlite:${db}` });
+    const list = await b.list();
+    expect(list.map((r) => [r.id, r.state])).toEqual([
+      ["done", "exited"],
+      ["running", "lost"],
+    ]);
+    const replay = logged(await collect((await b.get("done")).events()));
+    expect(textOf(replay)).toBe("kept\n");
+    expect(textOf(replay, "stderr")).toBe("err\n");
+    const lost = logged(await collect((await b.get("running")).events()));
+    expect(lost.at(-1)).toMatchObject({ name: "exit", reason: "lost" });
+    const res = await (await b.get("running")).result();
+    expect(res).toMatchObject({ status: "lost", exitCode: null });
+    await b.close();
+  });
+});

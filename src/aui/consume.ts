@@ -102,7 +102,14 @@ export class AAtUIStreamConsumer {
   /** Processes one chunk. Returns true once `[DONE]` was seen (later input is ignored). */
   push(chunk: string | Uint8Array): boolean {
     if (this.done) return true;
-    const text = typeof chunk === "string" ? chunk : this.utf8.decode(chunk);
+    let text: string;
+    if (typeof chunk === "string") {
+      // Text after bytes: an incomplete character held back cannot be completed by text.
+      const held = this.utf8.flush();
+      text = held === "" ? chunk : held + chunk;
+    } else {
+      text = this.utf8.decode(chunk);
+    }
     const len = text.length;
     let pos = 0;
     while (pos < len) {

@@ -212,6 +212,12 @@ describe("WHATWG event-stream rules", () => {
     expect(parse(single).events).toEqual(whole);
   });
 
+  test("text after an incomplete byte sequence: the held bytes become U+FFFD, in order", () => {
+    expect(
+      parse([new Uint8Array([0x64, 0x61, 0x74, 0x61, 0x3a, 0xe2, 0x82]), "x\n\n"]).events,
+    ).toEqual([ev("\uFFFDx")]);
+  });
+
   test("a long line in 1-byte chunks is parsed (buffered as pieces, joined once)", () => {
     const payload = "x".repeat(256 * 1024);
     const r = parse(bytesOneByOne(`data: ${payload}\n\n`));

@@ -224,7 +224,14 @@ class SseParserImpl implements SseParser {
   }
 
   feed(chunk: string | Uint8Array): void {
-    const text = typeof chunk === "string" ? chunk : this.utf8.decode(chunk);
+    if (typeof chunk === "string") {
+      // Text after bytes: an incomplete character held back cannot be completed by text.
+      const held = this.utf8.flush();
+      if (held !== "") this.scan(held);
+      if (chunk.length > 0) this.scan(chunk);
+      return;
+    }
+    const text = this.utf8.decode(chunk);
     if (text.length > 0) this.scan(text);
   }
 

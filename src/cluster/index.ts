@@ -8,3 +8,9 @@ export {
   type LocalComputer,
   type RemoteControl,
 } from "./node.js";
+export {
+  defaultNodeId,
+  openServeCluster,
+  type ServeCluster,
+  type ServeClusterOptions,
+} from "./serve.js";

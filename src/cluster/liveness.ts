@@ -77,12 +77,14 @@ export class NodeLiveness {
   readonly ttlMs: number;
   readonly refreshMs: number;
   readonly sweepMs: number;
+  private readonly startedAt = Date.now();
   private readonly token = `${process.pid}.${Date.now()}.${Math.random().toString(36).slice(2)}`;
   private readonly logFn: (event: string, fields: Record<string, unknown>) => void;
   private refreshTimer?: ReturnType<typeof setInterval>;
   private sweepTimer?: ReturnType<typeof setTimeout>;
   private sweeping?: Promise<number>;
   private stopped = false;
+  private info: Record<string, unknown>;
 
   /**
    * `redis` is the cluster's own connection (not the log's), so liveness can
@@ -92,12 +94,19 @@ export class NodeLiveness {
     private readonly log: RedisEventLog,
     private readonly redis: Redis,
     readonly nodeId: string,
-    private readonly options: LivenessOptions = {},
+    options: LivenessOptions = {},
   ) {
     this.ttlMs = options.ttlMs ?? 5000;
     this.refreshMs = options.refreshMs ?? Math.max(50, Math.floor(this.ttlMs / 3));
     this.sweepMs = options.sweepMs ?? 2000;
     this.logFn = options.log ?? defaultLog;
+    this.info = { ...options.info };
+  }
+
+  /** Merge into the info advertised in the liveness key (takes effect on the next refresh). */
+  advertise(info: Record<string, unknown>): void {
+    Object.assign(this.info, info);
+    void this.refresh();
   }
 
   aliveKey(node: string): string {
@@ -112,8 +121,8 @@ export class NodeLiveness {
       token: this.token,
       pid: process.pid,
       host: hostname(),
-      startedAt: Date.now(),
-      ...this.options.info,
+      startedAt: this.startedAt,
+      ...this.info,
     });
   }
 

@@ -1,5 +1,15 @@
 // Public entry of `agent-computer/aui`: the A@UI protocol (WIRE.md §3).
 // Protocol layer: types, validation, the SSE stream consumer.
+
+export {
+  type AAtUIConnection,
+  type AAtUITransport,
+  type ConnectionState,
+  type ConnectOptions,
+  connectAAtUI,
+  type TransportError,
+  type WebSocketCtor,
+} from "./connect.js";
 export {
   type AAtUIStreamAdapter,
   AAtUIStreamConsumer,

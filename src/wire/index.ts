@@ -9,6 +9,18 @@ export {
 } from "./base64.js";
 export * from "./errors.js";
 export {
+  decodeExecEvents,
+  type ExecWireDecodeOptions,
+  ExecWireDecoder,
+  ExecWireError,
+  encodeErrorFrame,
+  encodeExecEvent,
+  encodeExecEvents,
+  errorFrameToJson,
+  frameToJson,
+  type IterableStream,
+} from "./exec-wire.js";
+export {
   DEFAULT_MAX_LINE_BYTES,
   excerptOf,
   excerptOfBytes,

@@ -267,8 +267,13 @@ export class ComputerClient implements ComputerApi {
 }
 
 function describe(err: unknown): string {
-  const cause = (err as { cause?: { code?: string; message?: string } })?.cause;
+  // undici hides the socket error in `cause` (sometimes an AggregateError of several).
+  const cause = (
+    err as { cause?: { code?: string; message?: string; errors?: { code?: string }[] } }
+  )?.cause;
   if (cause?.code) return cause.code;
+  if (cause?.errors?.[0]?.code) return cause.errors[0].code;
+  if (cause?.message) return cause.message;
   return (err as Error)?.message ?? String(err);
 }
 

@@ -1,0 +1,227 @@
+// The `agent-computer` CLI as a real process (dist/cli/main.js) against a real
+// server: exec's stdout/stderr bytes and exit code match running the command
+// locally; Ctrl-C forwards SIGINT; attach/ps/kill/logs; one clear line and a
+// non-zero exit for an unreachable server, a bad token and an unknown id;
+// `serve` prints its URL line and shuts down gracefully on SIGTERM (exit 0).
+
+import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
+import { existsSync, mkdtempSync, statSync, writeFileSync } from "node:fs";
+import { readdir, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Harness, startServer } from "./support/server-harness.js";
+
+const root = path.resolve(__dirname, "..");
+const cli = path.join(root, "dist/cli/main.js");
+
+/** Rebuild dist when any source the CLI runs is newer than it (CI builds in `npm ci`). */
+async function ensureBuilt(): Promise<void> {
+  let newest = 0;
+  const walk = async (dir: string) => {
+    for (const e of await readdir(dir, { withFileTypes: true })) {
+      const p = path.join(dir, e.name);
+      if (e.isDirectory()) await walk(p);
+      else if (p.endsWith(".ts") && !p.endsWith(".test.ts"))
+        newest = Math.max(newest, (await stat(p)).mtimeMs);
+    }
+  };
+  for (const d of ["cli", "client", "server", "runtime", "store", "wire"])
+    await walk(path.join(root, "src", d));
+  if (existsSync(cli) && statSync(cli).mtimeMs >= newest) return;
+  execFileSync(
+    process.execPath,
+    [path.join(root, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.build.json"],
+    {
+      cwd: root,
+      stdio: "ignore",
+    },
+  );
+}
+
+let h: Harness;
+
+interface Run {
+  status: number | null;
+  stdout: Buffer;
+  stderr: string;
+}
+
+function run(args: string[], env: Record<string, string> = {}): Promise<Run> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [cli, ...args], {
+      env: { ...process.env, AGENT_COMPUTER_URL: h.url, AGENT_COMPUTER_TOKEN: h.token, ...env },
+    });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout.on("data", (c) => out.push(c));
+    child.stderr.on("data", (c) => err.push(c));
+    child.on("close", (status) =>
+      resolve({ status, stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString() }),
+    );
+  });
+}
+
+beforeAll(async () => {
+  await ensureBuilt();
+  h = await startServer();
+}, 180_000);
+afterAll(async () => {
+  await h?.close();
+});
+
+describe("exec", () => {
+  it("stdout, stderr and exit code match running the command locally", async () => {
+    const script = "printf 'a\\000b\\377'; printf 'to-stderr' >&2; printf 'more\\n'; exit 3";
+    const local = spawnSync("/bin/sh", ["-c", script], { cwd: h.workspace });
+    const remote = await run(["exec", "--", script]);
+    expect(remote.status).toBe(local.status);
+    expect(remote.stdout.equals(local.stdout)).toBe(true);
+    expect(remote.stderr).toBe(local.stderr.toString());
+  });
+
+  it("argv form and binary output are byte-exact", async () => {
+    const data = randomBytes(3 * 1024 * 1024 + 17);
+    writeFileSync(path.join(h.workspace, "blob.bin"), data);
+    const remote = await run(["exec", "--", "cat", "blob.bin"]);
+    expect(remote.status).toBe(0);
+    expect(createHash("sha256").update(remote.stdout).digest("hex")).toBe(
+      createHash("sha256").update(data).digest("hex"),
+    );
+  });
+
+  it("--cwd and --env reach the command", async () => {
+    await run(["exec", "--", "mkdir -p d1"]);
+    const r = await run([
+      "exec",
+      "--cwd",
+      "d1",
+      "--env",
+      "X=1=2",
+      "--",
+      'printf "%s %s" "$(basename "$PWD")" "$X"',
+    ]);
+    expect(r.stderr).toBe("");
+    expect(r.stdout.toString()).toBe("d1 1=2");
+  });
+
+  it("Ctrl-C sends SIGINT to the remote command", async () => {
+    const child: ChildProcess = spawn(
+      process.execPath,
+      [cli, "exec", "--", 'trap "echo got-int; exit 42" INT; echo ready; sleep 20 & wait'],
+      { env: { ...process.env, AGENT_COMPUTER_URL: h.url, AGENT_COMPUTER_TOKEN: h.token } },
+    );
+    let out = "";
+    await new Promise<void>((resolve) =>
+      child.stdout!.on("data", (c) => {
+        out += c;
+        if (out.includes("ready")) resolve();
+      }),
+    );
+    child.kill("SIGINT");
+    const status = await new Promise((resolve) => child.on("close", resolve));
+    expect(out + "").toContain("ready");
+    expect(status).toBe(42);
+  });
+
+  it("--detach prints the id; attach replays it with the exit code; logs prints it; ps lists it", async () => {
+    const d = await run(["exec", "--detach", "--", "echo detached-out; exit 5"]);
+    expect(d.status).toBe(0);
+    const id = d.stdout.toString().trim();
+    const a = await run(["attach", id]);
+    expect(a.stdout.toString()).toBe("detached-out\n");
+    expect(a.status).toBe(5);
+    const a2 = await run(["attach", id, "--after", "1"]);
+    expect(a2.stdout.toString()).toBe("");
+    expect(a2.status).toBe(5);
+    const l = await run(["logs", id]);
+    expect(l.stdout.toString()).toBe("detached-out\n");
+    const ps = await run(["ps"]);
+    expect(ps.stdout.toString()).toContain(id);
+    const json = JSON.parse((await run(["ps", "--json"])).stdout.toString());
+    expect(json.find((r: { id: string }) => r.id === id)).toMatchObject({
+      state: "exited",
+      exitCode: 5,
+    });
+  });
+
+  it("kill ID ends a running command", async () => {
+    const d = await run(["exec", "--detach", "--", "sleep 30"]);
+    const id = d.stdout.toString().trim();
+    expect((await run(["kill", id, "--signal", "SIGKILL"])).status).toBe(0);
+    const a = await run(["attach", id]);
+    expect(a.status).toBe(137);
+  });
+});
+
+describe("failures are one clear line and a non-zero exit", () => {
+  it("unreachable server", async () => {
+    const r = await run(["ps"], { AGENT_COMPUTER_URL: "http://127.0.0.1:1" });
+    expect(r.status).toBe(1);
+    expect(r.stderr.trim().split("\n")).toHaveLength(1);
+    expect(r.stderr).toMatch(/cannot reach/);
+  });
+
+  it("bad token", async () => {
+    const r = await run(["exec", "--", "true"], { AGENT_COMPUTER_TOKEN: "wrong" });
+    expect(r.status).toBe(1);
+    expect(r.stderr.trim().split("\n")).toHaveLength(1);
+    expect(r.stderr).toMatch(/unauthorized/);
+  });
+
+  it("unknown id", async () => {
+    for (const args of [
+      ["attach", "nope"],
+      ["kill", "nope"],
+      ["logs", "nope"],
+    ]) {
+      const r = await run(args);
+      expect(r.status, args.join(" ")).toBe(1);
+      expect(r.stderr.trim().split("\n")).toHaveLength(1);
+      expect(r.stderr).toMatch(/no such execution/);
+    }
+  });
+});
+
+describe("serve", () => {
+  it("prints one URL line with the token, serves, and exits 0 on SIGTERM after killing running commands", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "ac-serve-"));
+    const child = spawn(
+      process.execPath,
+      [cli, "serve", "--port", "0", "--workspace", path.join(dir, "ws"), "--quiet"],
+      {
+        env: { ...process.env, AGENT_COMPUTER_TOKEN: "serve-token" },
+      },
+    );
+    let out = "";
+    child.stdout.on("data", (c) => (out += c));
+    const line = await new Promise<string>((resolve) => {
+      const check = () => {
+        const m = /agent-computer listening: (\S+)/.exec(out);
+        if (m) resolve(m[1]!);
+      };
+      child.stdout.on("data", check);
+    });
+    const url = new URL(line);
+    expect(url.searchParams.get("token")).toBe("serve-token");
+    const base = `${url.protocol}//${url.host}`;
+    expect((await fetch(`${base}/healthz`)).status).toBe(200);
+    const r = await fetch(`${base}/v1/execs`, {
+      method: "POST",
+      headers: { authorization: "Bearer serve-token", "content-type": "application/json" },
+      body: JSON.stringify({ command: "sleep 30" }),
+    });
+    const { id } = await r.json();
+    const events = await fetch(`${base}/v1/execs/${id}/events`, {
+      headers: { authorization: "Bearer serve-token" },
+    });
+    const text = events.text();
+    child.kill("SIGTERM");
+    const status = await new Promise((resolve) => child.on("close", resolve));
+    expect(status).toBe(0);
+    const last = (await text).trim().split("\n").at(-1)!;
+    expect(JSON.parse(last)).toMatchObject({ name: "exit", reason: "killed" });
+    expect(out).toMatch(/"msg":"exec exit"/);
+  });
+});

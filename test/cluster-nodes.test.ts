@@ -89,6 +89,20 @@ describe.skipIf(!hasRedis)("cluster: three nodes on one Redis", () => {
     expect(await (await c.client.get(run.id)).info()).toMatchObject({ state: "killed", node: "a" });
   });
 
+  it("any node lists the cluster's nodes with their advertised URLs (for pinning)", async () => {
+    const res = await b.client.request("GET", "/v1/cluster/nodes");
+    const body = (await res.json()) as {
+      self: string;
+      nodes: { id: string; alive: boolean; info?: { url?: string } }[];
+    };
+    expect(body.self).toBe("b");
+    expect(body.nodes.map((x) => [x.id, x.alive, x.info?.url])).toEqual([
+      ["a", true, a.url],
+      ["b", true, b.url],
+      ["c", true, c.url],
+    ]);
+  });
+
   it("stdin written via C and closed via B reaches the process on A, in order", async () => {
     const run = await a.client.exec("cat", { stdin: "pipe" });
     const viaC = await c.client.get(run.id);

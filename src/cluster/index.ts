@@ -8,6 +8,7 @@ export {
   type LocalComputer,
   type RemoteControl,
 } from "./node.js";
+export { registerClusterRoutes } from "./routes.js";
 export {
   defaultNodeId,
   openServeCluster,

@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ComputerClient } from "../../src/client/client.js";
 import { ClusterNode } from "../../src/cluster/node.js";
+import { registerClusterRoutes } from "../../src/cluster/routes.js";
 import { Computer } from "../../src/runtime/computer.js";
 import { createComputerServer } from "../../src/server/server.js";
 
@@ -49,7 +50,9 @@ export async function startNode(
   });
   cluster.serve(computer);
   const server = createComputerServer({ computer, workspace, port: 0, token: TOKEN, log: false });
+  registerClusterRoutes(server.router, cluster);
   const url = await server.listen();
+  cluster.liveness.advertise({ url });
   return {
     id,
     url,

@@ -153,6 +153,30 @@ describe.skipIf(!hasRedis)("cluster node (liveness + control)", () => {
     }
   });
 
+  it("closes its own orphans (recorded as running here, not run by this process) after two sweeps", async () => {
+    const prefix = `cn${n++}:`;
+    const a = await start(prefix, "a");
+    try {
+      const running = new Set<string>();
+      a.serve({
+        running: () => [...running],
+        kill: async () => {},
+        dispose: async () => {},
+        get: async () => ({ write: async () => {}, end: async () => {} }),
+      });
+      const kept = await newExec(a.log, "a");
+      running.add(kept.id);
+      const orphan = await newExec(a.log, "a");
+      for (;;) {
+        if ((await a.log.get(orphan.id))?.state === "lost") break;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      expect((await a.log.get(kept.id))?.state).toBe("running");
+    } finally {
+      await a.close();
+    }
+  });
+
   it("a node restarted under the same id closes what its predecessor left running", async () => {
     const prefix = `cn${n++}:`;
     const a1 = await start(prefix, "a");

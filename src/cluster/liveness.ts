@@ -209,14 +209,47 @@ export class NodeLiveness {
     return this.sweeping;
   }
 
+  /**
+   * Which executions this process really runs (the Computer's `running()`).
+   * With it, the sweep also closes this node's orphans: records that say
+   * "running here" although no process here has them, e.g. after the runtime
+   * gave up on an execution whose appends Redis refused (failover lost
+   * acknowledged writes). An id must look orphaned on two sweeps in a row,
+   * because exec() creates the record a moment before it registers the process.
+   */
+  setLocalRunning(fn: () => Iterable<string>): void {
+    this.localRunning = fn;
+  }
+  private localRunning: (() => Iterable<string>) | undefined;
+  private suspects = new Set<string>();
+
+  private async sweepOwnOrphans(): Promise<number> {
+    if (!this.localRunning || this.stopped) return 0;
+    const recorded = await this.log.runningOn(this.nodeId);
+    const local = new Set(this.localRunning());
+    const orphans = new Set(recorded.filter((id) => !local.has(id)));
+    let closed = 0;
+    for (const id of orphans) {
+      if (!this.suspects.has(id)) continue;
+      const seq = await this.log.closeLost(id, this.nodeId);
+      if (seq > 0) {
+        closed++;
+        this.logFn("exec.lost", { id, node: this.nodeId, by: this.nodeId, seq, orphan: true });
+      }
+    }
+    this.suspects = orphans;
+    return closed;
+  }
+
   private async doSweep(): Promise<number> {
     const r = this.redis;
+    const own = await this.sweepOwnOrphans();
     const nodes = (await r.smembers(this.nodesKey)).filter((n) => n !== this.nodeId);
-    if (nodes.length === 0) return 0;
+    if (nodes.length === 0) return own;
     const pipe = r.pipeline();
     for (const n of nodes) pipe.exists(this.aliveKey(n));
     const alive = ((await pipe.exec()) ?? []).map(([, v]) => Number(v) === 1);
-    let closed = 0;
+    let closed = own;
     for (let i = 0; i < nodes.length; i++) {
       if (alive[i] || this.stopped) continue;
       const node = nodes[i]!;

@@ -32,6 +32,8 @@ export interface RemoteControl {
 
 /** The slice of the Computer a node needs to serve control requests. */
 export interface LocalComputer {
+  /** Ids of executions running in this process (enables the orphan sweep). */
+  running?(): string[];
   kill(id: string, signal?: string): Promise<void>;
   dispose(id: string): Promise<void>;
   get(
@@ -120,6 +122,10 @@ export class ClusterNode {
             end: async (id) => (await (computer as LocalComputer).get(id)).end(),
           };
     this.control.setHandler(handler);
+    const running = (computer as LocalComputer).running;
+    if (typeof running === "function") {
+      this.liveness.setLocalRunning(() => running.call(computer));
+    }
   }
 
   /** Known nodes, alive or not yet forgotten. */

@@ -749,7 +749,8 @@ function parseFrame(
   }
   const known = name === "stdout" || name === "stderr" || name === "exit" || name === "heartbeat";
   if (!known) {
-    if (typeof obj.id === "string") {
+    // A named frame we do not know, from a newer producer: skip it.
+    if (typeof obj.id === "string" && typeof name === "string") {
       onUnknown?.(obj, line);
       return null;
     }

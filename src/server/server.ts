@@ -13,6 +13,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { ComputerApi, ExecRecord } from "../runtime/types.js";
 import { Auth, generateToken } from "./auth.js";
+import { type Dashboard, registerDashboard } from "./dashboard.js";
 import { DEFAULT_LIMITS, type LogFn, type ServerDeps, type ServerLimits } from "./deps.js";
 import { registerExecRoutes } from "./exec-routes.js";
 import { registerFilesRoutes } from "./files-routes.js";
@@ -85,8 +86,10 @@ export function createComputerServer(options: ComputerServerOptions): ComputerSe
   const log: LogFn = options.log === false ? () => {} : (options.log ?? defaultLog);
   const limits: ServerLimits = { ...DEFAULT_LIMITS, ...options.limits };
   const metrics = createMetrics();
+  let dashboard: Dashboard | undefined;
   const observer: ExecObserver = {
     started(rec) {
+      dashboard?.started(rec);
       metrics.executionsStarted.inc();
       metrics.executionsRunning.inc();
       log({
@@ -99,6 +102,7 @@ export function createComputerServer(options: ComputerServerOptions): ComputerSe
       });
     },
     finished(rec) {
+      dashboard?.finished(rec);
       metrics.executionsRunning.dec();
       metrics.executionsFinished.inc({ reason: reasonOf(rec) });
       log({
@@ -148,6 +152,7 @@ export function createComputerServer(options: ComputerServerOptions): ComputerSe
   registerFilesRoutes(router, deps);
   const ws = registerWebSocket(router, deps);
   const relay = registerUiRoutes(router, {});
+  dashboard = registerDashboard(router, { computer, relay });
 
   const httpServer = createServer({ keepAliveTimeout: 5_000 }, router.handle);
   httpServer.on("upgrade", router.handleUpgrade);
@@ -187,6 +192,7 @@ export function createComputerServer(options: ComputerServerOptions): ComputerSe
     close() {
       if (closed) return closed;
       closing = true;
+      dashboard?.close();
       closed = (async () => {
         const stopped = new Promise<void>((resolve) => httpServer.close(() => resolve()));
         httpServer.closeIdleConnections();

@@ -1,0 +1,358 @@
+// The dashboard page's code (runs in the browser, served as an ES module by
+// dashboard.ts). It owns no state of its own: it is an A@UI runtime with four
+// whitelisted components, fed by the server over the `dashboard` relay
+// channel. Everything shown comes from render/update/destroy commands; every
+// action (run, kill) goes back as a UI event the server acts on.
+//
+// Terminal output is read straight from the execution's own SSE stream
+// (`/v1/execs/:id/events`, resumable by Last-Event-ID), decoded as UTF-8 with
+// a streaming decoder and written to xterm.js, so ANSI colours and Unicode
+// render as in a terminal. Control bytes a terminal would not print (NUL and
+// friends, which binary output is full of) are shown as visible symbols
+// instead, so binary output cannot garble the terminal state.
+// Auth: the page carries no token; the HttpOnly cookie set by `/?token=` does.
+
+import { type ConnectionState, connectAAtUI } from "../../aui/connect.js";
+import { type AAtUIComponent, createAAtUIRuntime, relayWidgetId } from "../../aui/runtime.js";
+import type { Manifest } from "../../aui/types.js";
+
+interface XTerm {
+  open(el: HTMLElement): void;
+  write(data: string): void;
+  dispose(): void;
+  cols: number;
+}
+type XTermCtor = new (options: Record<string, unknown>) => XTerm;
+
+const lifecycle = { render: true, update: true, destroy: true };
+const manifest: Manifest = {
+  specVersion: "1.0",
+  library: "agent-computer-dashboard",
+  components: [
+    {
+      name: "RunForm",
+      description: "A form to run a shell command in the workspace.",
+      params: {
+        type: "object",
+        properties: { error: {}, pending: { type: "boolean" }, lastRun: { type: "string" } },
+      },
+      events: [
+        { name: "run", payload: { type: "object", properties: { command: { type: "string" } } } },
+      ],
+      lifecycle,
+    },
+    {
+      name: "ExecTable",
+      description: "The list of executions: id, command, status, exit code, start time.",
+      params: {
+        type: "object",
+        properties: { rows: { type: "array" }, total: { type: "number" } },
+      },
+      events: [
+        { name: "kill", payload: { type: "object", properties: { id: { type: "string" } } } },
+      ],
+      lifecycle,
+    },
+    {
+      name: "Terminal",
+      description: "One execution's live output in a terminal, with a kill button.",
+      params: {
+        type: "object",
+        properties: { execId: { type: "string" }, state: { type: "string" } },
+      },
+      events: [
+        { name: "kill", payload: { type: "object", properties: { id: { type: "string" } } } },
+      ],
+      lifecycle,
+    },
+  ],
+};
+
+function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attrs: Record<string, string> = {},
+  ...children: (Node | string)[]
+) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
+  el.append(...children);
+  return el;
+}
+
+function time(ms: unknown): string {
+  return typeof ms === "number" ? new Date(ms).toLocaleTimeString([], { hour12: false }) : "";
+}
+
+function badge(state: string, exitCode: unknown): HTMLElement {
+  const fail = state === "exited" && typeof exitCode === "number" && exitCode !== 0;
+  const label = state === "timed_out" ? "timed out" : state;
+  return h("span", { class: `badge ${state}${fail ? " fail" : ""}`, "data-state": state }, label);
+}
+
+function exitText(p: Record<string, unknown>): string {
+  if (p.state === "running") return "";
+  if (typeof p.signal === "string" && p.signal)
+    return p.exitCode == null ? p.signal : `${p.exitCode} (${p.signal})`;
+  return p.exitCode == null ? "" : String(p.exitCode);
+}
+
+const RunForm: AAtUIComponent = {
+  mount(el, props, emit) {
+    el.className = "card runform";
+    const input = h("input", {
+      name: "command",
+      placeholder: "Run a command, e.g.  ls -la  or  npm test",
+      autocomplete: "off",
+      spellcheck: "false",
+      "aria-label": "Command",
+    });
+    const button = h("button", { class: "primary", type: "submit" }, "Run");
+    const err = h("div", { class: "err", role: "alert" });
+    const form = h("form", {}, input, button);
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      emit({ type: "RunForm:run", payload: { command: input.value } });
+    });
+    el.append(h("h2", {}, "Run a command"), form, err);
+    let last = props.lastRun;
+    const apply = (p: Record<string, unknown>) => {
+      button.disabled = p.pending === true;
+      err.textContent = typeof p.error === "string" ? p.error : "";
+      if (p.lastRun !== undefined && p.lastRun !== last) {
+        last = p.lastRun;
+        input.value = "";
+      }
+    };
+    apply(props);
+    return { update: apply, destroy() {} };
+  },
+};
+
+const ExecTable: AAtUIComponent = {
+  mount(el, props, emit) {
+    el.className = "card table";
+    const body = h("tbody");
+    const empty = h(
+      "div",
+      { class: "empty" },
+      "No commands yet. Run one above, or with ",
+      h("code", {}, "agent-computer exec -- …"),
+      ".",
+    );
+    const title = h("h2", {}, "Executions");
+    el.append(
+      title,
+      h(
+        "table",
+        {},
+        h(
+          "thead",
+          {},
+          h(
+            "tr",
+            {},
+            ...["Status", "Command", "Id", "Started", "Exit", ""].map((t) => h("th", {}, t)),
+          ),
+        ),
+        body,
+      ),
+      empty,
+    );
+    const apply = (p: Record<string, unknown>) => {
+      const rows = Array.isArray(p.rows) ? (p.rows as Record<string, unknown>[]) : [];
+      title.textContent =
+        typeof p.total === "number" && p.total > rows.length
+          ? `Executions (${rows.length} of ${p.total})`
+          : "Executions";
+      empty.hidden = rows.length > 0;
+      body.replaceChildren(
+        ...rows.map((r) => {
+          const id = String(r.id);
+          const kill = h(
+            "button",
+            { class: "danger", type: "button", "data-action": "kill" },
+            "Kill",
+          );
+          kill.addEventListener("click", (e) => {
+            e.stopPropagation();
+            kill.disabled = true;
+            emit({ type: "ExecTable:kill", payload: { id } });
+          });
+          const tr = h(
+            "tr",
+            { class: "row", "data-exec-id": id },
+            h("td", {}, badge(String(r.state), r.exitCode)),
+            h("td", { class: "cmd mono", title: String(r.command) }, String(r.command)),
+            h("td", { class: "mono" }, id.length > 14 ? `${id.slice(0, 12)}…` : id),
+            h("td", {}, time(r.startedAt)),
+            h("td", { class: "mono" }, exitText(r)),
+            h("td", {}, r.state === "running" ? kill : ""),
+          );
+          tr.addEventListener("click", () =>
+            document
+              .querySelector(`.term[data-exec-id="${CSS.escape(id)}"]`)
+              ?.scrollIntoView({ behavior: "smooth", block: "center" }),
+          );
+          return tr;
+        }),
+      );
+    };
+    apply(props);
+    return { update: apply, destroy() {} };
+  },
+};
+
+/** C0 controls a terminal would act on invisibly (binary output) → visible control pictures. */
+function printable(text: string): string {
+  // keep \b \t \n \r and ESC (ANSI sequences); BEL too (ends OSC sequences)
+  return text.replace(/[\x00-\x06\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]/g, (c) =>
+    String.fromCharCode(c === "\x7f" ? 0x2421 : 0x2400 + c.charCodeAt(0)),
+  );
+}
+
+function b64bytes(b64: string): Uint8Array {
+  const bin = atob(b64);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+const Terminal: AAtUIComponent = {
+  mount(el, props, emit) {
+    const execId = String(props.execId);
+    el.className = "card term";
+    el.dataset.execId = execId;
+    // Newest first, after the form and the table (order 0): CSS order is a 32-bit int.
+    el.style.order = String(2_000_000_000 - Math.floor(Number(props.startedAt ?? 0) / 1000));
+    const status = h("span");
+    const meta = h("span", { class: "meta mono" });
+    const kill = h("button", { class: "danger", type: "button", "data-action": "kill" }, "Kill");
+    kill.addEventListener("click", () => {
+      kill.disabled = true;
+      emit({ type: "Terminal:kill", payload: { id: execId } });
+    });
+    const cmd = h(
+      "span",
+      { class: "cmd mono", title: String(props.command) },
+      String(props.command),
+    );
+    const screen = h("div", { class: "term-body" });
+    el.append(h("div", { class: "term-head" }, status, cmd, meta, kill), screen);
+
+    const Ctor = (globalThis as { Terminal?: XTermCtor }).Terminal;
+    const cols = Math.max(40, Math.floor(((el.clientWidth || 720) - 24) / 7.85));
+    const term: XTerm | undefined = Ctor
+      ? new Ctor({
+          cols,
+          rows: 15,
+          convertEol: true,
+          disableStdin: true,
+          cursorBlink: false,
+          scrollback: 5000,
+          fontSize: 13,
+          fontFamily: 'ui-monospace, "SF Mono", Menlo, Consolas, monospace',
+          theme: { background: "#14171f", foreground: "#d7dae0", cursor: "#14171f" },
+        })
+      : undefined;
+    if (term) term.open(screen);
+    else screen.textContent = "terminal library failed to load";
+    // The text actually written, for tests and copy: xterm renders to a canvas/DOM we should not scrape.
+    let written = "";
+    const write = (s: string) => {
+      written += s;
+      if (written.length > 200_000) written = written.slice(-100_000);
+      el.dataset.outputLength = String(written.length);
+      term?.write(s);
+    };
+    (el as HTMLElement & { terminalText?: () => string }).terminalText = () => written;
+
+    const decoders = { stdout: new TextDecoder(), stderr: new TextDecoder() };
+    const es = new EventSource(`/v1/execs/${encodeURIComponent(execId)}/events?heartbeats=0`);
+    const onOutput = (ev: MessageEvent) => {
+      const f = JSON.parse(ev.data) as { name: "stdout" | "stderr"; enc?: string; value: string };
+      const text =
+        f.enc === "utf8" ? f.value : decoders[f.name].decode(b64bytes(f.value), { stream: true });
+      write(printable(text));
+    };
+    es.addEventListener("stdout", onOutput as EventListener);
+    es.addEventListener("stderr", onOutput as EventListener);
+    es.addEventListener("exit", ((ev: MessageEvent) => {
+      const f = JSON.parse(ev.data) as { value: number; signal?: string; reason?: string };
+      const why =
+        f.reason === "killed"
+          ? `killed${f.signal ? ` (${f.signal})` : ""}`
+          : f.reason === "timeout"
+            ? "timed out"
+            : `exited with code ${f.value}`;
+      write(`\r\n\x1b[2m── ${why} ──\x1b[0m\r\n`);
+    }) as EventListener);
+    es.addEventListener("end", () => es.close());
+    es.addEventListener("error", () => {
+      if (es.readyState === EventSource.CLOSED)
+        write("\r\n\x1b[2m(output stream unavailable)\x1b[0m\r\n");
+    });
+
+    const apply = (p: Record<string, unknown>) => {
+      status.replaceChildren(badge(String(p.state), p.exitCode));
+      const ex = exitText(p);
+      meta.textContent = `${execId.length > 14 ? `${execId.slice(0, 12)}…` : execId} · ${time(p.startedAt)}${ex ? ` · exit ${ex}` : ""}`;
+      kill.hidden = p.state !== "running";
+    };
+    apply(props);
+    return {
+      update: apply,
+      destroy() {
+        es.close();
+        term?.dispose();
+      },
+    };
+  },
+};
+
+const connEl = document.getElementById("conn")!;
+const connText = document.getElementById("conn-text")!;
+const notice = document.getElementById("notice")!;
+const STATE_TEXT: Record<ConnectionState, string> = {
+  connecting: "connecting…",
+  open: "live",
+  reconnecting: "reconnecting…",
+  done: "ended",
+  closed: "disconnected",
+  unauthorized: "not signed in",
+};
+
+function showNotice(html: string, error = true) {
+  notice.innerHTML = html;
+  notice.classList.toggle("error", error);
+  notice.hidden = false;
+}
+
+const transport = (new URLSearchParams(location.search).get("transport") ?? "sse") as
+  | "sse"
+  | "websocket"
+  | "poll";
+let connection: ReturnType<typeof connectAAtUI> | undefined;
+const runtime = createAAtUIRuntime({
+  manifest,
+  components: { RunForm, ExecTable, Terminal },
+  mountTarget: "#app",
+  createWidgetId: relayWidgetId,
+  onEvent: (event) => void connection?.send(event),
+  onError: (e) => console.warn("A@UI", e.source, e.code, e.message),
+});
+connection = connectAAtUI("/v1/ui/dashboard", runtime, {
+  transport,
+  onState(state, detail) {
+    connEl.dataset.state = state;
+    connText.textContent = STATE_TEXT[state];
+    if (state === "unauthorized") {
+      const why = detail?.message ? ` (server: ${detail.message.replace(/[<>&]/g, "")})` : "";
+      showNotice(
+        `<strong>This page needs the server's access token.</strong> Open the link that <code>agent-computer serve</code> printed: it ends in <code>/?token=…</code>. Nothing is shown without it${why}.`,
+      );
+    } else if (state === "open" && notice.classList.contains("error")) {
+      notice.hidden = true;
+    }
+  },
+});
+(globalThis as Record<string, unknown>).agentComputerDashboard = { runtime, connection, transport };

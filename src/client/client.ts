@@ -29,6 +29,7 @@ import { decodeBase64, encodeBase64 } from "../wire/base64.js";
 import { ComputerError } from "../wire/errors.js";
 import { ExecWireDecoder } from "../wire/exec-wire.js";
 import type { Chunk, ExecEvent } from "../wire/types.js";
+import { UiClient } from "./ui.js";
 
 export interface ResumeOptions {
   /** Consecutive failed attempts (without any progress) before giving up. Default 10. */
@@ -121,6 +122,8 @@ function retryable(err: unknown): boolean {
 export class ComputerClient implements ComputerApi {
   readonly url: string;
   readonly files: FilesApi;
+  /** A@UI relay: render/update/destroy widgets on pages, read their UI events (src/client/ui.ts). */
+  readonly ui: UiClient;
   private readonly token: string | undefined;
   private readonly fetchImpl: typeof fetch;
   private readonly extraHeaders: Record<string, string>;
@@ -143,6 +146,7 @@ export class ComputerClient implements ComputerApi {
       maxDelayMs: options.resume?.maxDelayMs ?? 2000,
     };
     this.files = this.makeFiles();
+    this.ui = new UiClient({ url: this.url, token: this.token, fetch: this.fetchImpl });
   }
 
   /** @internal One request; non-2xx answers become ComputerErrors with the server's code. */

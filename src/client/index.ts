@@ -14,3 +14,11 @@ export {
   RemoteExecHandle,
   type ResumeOptions,
 } from "./client.js";
+export {
+  type ChannelOption,
+  type PublishResult,
+  type ReceivedUiEvent,
+  UiClient,
+  type UiClientOptions,
+  type UiEventsOptions,
+} from "./ui.js";

@@ -112,6 +112,18 @@ function match(segments: string[], pathParts: string[]): Params | null {
   return pathParts.length === segments.length ? params : null;
 }
 
+/**
+ * The request path exactly as sent (no dot-segment normalisation, unlike
+ * URL.pathname): `/v1/files/a/../b` must reach the files API as written so it
+ * can be refused, not silently become `/v1/files/b`.
+ */
+function rawPathOf(req: IncomingMessage, url: URL): string {
+  const target = req.url ?? "/";
+  if (!target.startsWith("/")) return url.pathname; // absolute-form (proxies)
+  const q = target.indexOf("?");
+  return q < 0 ? target : target.slice(0, q);
+}
+
 function decodeSegment(s: string): string {
   try {
     return decodeURIComponent(s);
@@ -213,7 +225,7 @@ export class Router {
         res.end();
         return;
       }
-      const parts = splitPath(url.pathname);
+      const parts = splitPath(rawPathOf(req, url));
       let found: { route: Route<RouteHandler>; params: Params } | undefined;
       const allowed = new Set<string>();
       for (const route of this.routes) {
@@ -253,7 +265,7 @@ export class Router {
     socket.on("error", () => socket.destroy());
     try {
       const url = new URL(req.url ?? "/", "http://localhost");
-      const parts = splitPath(url.pathname);
+      const parts = splitPath(rawPathOf(req, url));
       let found: { route: Route<UpgradeHandler>; params: Params } | undefined;
       for (const route of this.upgrades) {
         const params = match(route.segments, parts);

@@ -204,7 +204,15 @@ export function buildProgram(): Command {
     .option("--host <host>", "interface to bind (loopback by default)", DEFAULT_HOST)
     .option("--port <port>", "port (0 picks a free one)", intOption("--port"), DEFAULT_PORT)
     .option("--workspace <dir>", "workspace folder (created if missing)", "./workspace")
-    .option("--log <spec>", 'event log: "memory" or "sqlite:PATH"', "memory")
+    .option(
+      "--log <spec>",
+      'event log: "memory", "sqlite:PATH", or "redis://HOST:PORT" for cluster mode (env AGENT_COMPUTER_LOG)',
+      process.env.AGENT_COMPUTER_LOG || "memory",
+    )
+    .option(
+      "--node-id <name>",
+      "this node's id in cluster mode (env AGENT_COMPUTER_NODE_ID; default: host name)",
+    )
     .option("--token <token>", "bearer token (env AGENT_COMPUTER_TOKEN; generated if unset)")
     .option(
       "--max-concurrent <n>",
@@ -245,6 +253,10 @@ export function buildProgram(): Command {
       act(async (o) => {
         const { createComputerServer } = await import("../server/server.js");
         const { Computer } = await import("../runtime/computer.js");
+        // Cluster mode (H6): with a redis:// log this node joins the cluster
+        // (liveness, sweeper, control routing); otherwise a pass-through.
+        const { openServeCluster } = await import("../cluster/serve.js");
+        const { registerClusterRoutes } = await import("../cluster/routes.js");
         const workspace = path.resolve(o.workspace);
         mkdirSync(workspace, { recursive: true });
         const token = o.token ?? process.env.AGENT_COMPUTER_TOKEN ?? undefined;
@@ -252,6 +264,15 @@ export function buildProgram(): Command {
           if (o.quiet && entry.msg === "request") return;
           process.stdout.write(`${JSON.stringify({ ts: new Date().toISOString(), ...entry })}\n`);
         };
+        const cl = await openServeCluster({
+          log: o.log,
+          nodeId: o.nodeId,
+          ...(o.logMaxBytes !== undefined ? { logMaxBytes: o.logMaxBytes } : {}),
+          ...(o.retentionMs !== undefined ? { retentionMs: o.retentionMs } : {}),
+          logEvent: (event, fields) => log({ msg: event, ...fields }),
+        }).catch((err) => {
+          throw new CliError(`cannot join the cluster: ${(err as Error).message}`);
+        });
         const server = createComputerServer({
           workspace,
           host: o.host,
@@ -264,17 +285,23 @@ export function buildProgram(): Command {
             ...(o.maxBodyBytes !== undefined ? { maxJsonBytes: o.maxBodyBytes } : {}),
             ...(o.maxFileBytes !== undefined ? { maxFileBytes: o.maxFileBytes } : {}),
           },
-          computer: (observer) =>
-            new Computer({
+          computer: (observer) => {
+            const computer = new Computer({
               workspace,
-              log: o.log,
+              log: cl.log,
+              nodeId: cl.nodeId,
+              remote: cl.remote,
               observer,
               ...(o.maxConcurrent !== undefined ? { maxConcurrent: o.maxConcurrent } : {}),
               ...(o.logMaxBytes !== undefined ? { logMaxBytes: o.logMaxBytes } : {}),
               ...(o.retentionMs !== undefined ? { retentionMs: o.retentionMs } : {}),
               ...(o.heartbeatMs !== undefined ? { heartbeatMs: o.heartbeatMs } : {}),
-            }),
+            });
+            cl.attach(computer);
+            return computer;
+          },
         });
+        if (cl.cluster) registerClusterRoutes(server.router, cl.cluster);
         try {
           await server.listen();
         } catch (err) {
@@ -285,6 +312,8 @@ export function buildProgram(): Command {
               : `cannot listen on ${o.host}:${o.port}: ${(err as Error).message}`,
           );
         }
+        cl.advertise({ url: server.url });
+        if (cl.cluster) log({ msg: "cluster", node: cl.nodeId });
         process.stdout.write(`agent-computer listening: ${server.loginUrl}\n`);
         let stopping = false;
         const stop = (signal: string) => {
@@ -294,16 +323,21 @@ export function buildProgram(): Command {
           }
           stopping = true;
           log({ msg: "shutdown", signal });
-          server.close().then(
-            () => {
-              log({ msg: "stopped" });
-              flushAndExit(0);
-            },
-            (err) => {
-              process.stderr.write(`agent-computer: shutdown failed: ${describeError(err)}\n`);
-              flushAndExit(EXIT_ERROR);
-            },
-          );
+          // Server first (ends running commands as killed while this node is
+          // still alive in the cluster), then leave the cluster.
+          server
+            .close()
+            .then(() => cl.close())
+            .then(
+              () => {
+                log({ msg: "stopped" });
+                flushAndExit(0);
+              },
+              (err) => {
+                process.stderr.write(`agent-computer: shutdown failed: ${describeError(err)}\n`);
+                flushAndExit(EXIT_ERROR);
+              },
+            );
         };
         process.on("SIGINT", () => stop("SIGINT"));
         process.on("SIGTERM", () => stop("SIGTERM"));

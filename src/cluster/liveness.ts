@@ -309,10 +309,11 @@ export class NodeLiveness {
     if (this.refreshTimer) clearInterval(this.refreshTimer);
     if (this.sweepTimer) clearTimeout(this.sweepTimer);
     await this.sweeping?.catch(() => {});
-    try {
-      await this.redis.eval(LUA_RELEASE, 1, this.aliveKey(this.nodeId), this.token);
-    } catch {
-      /* Redis gone: the key expires on its own */
-    }
+    // Bounded: with Redis unreachable the command would wait for a reconnect;
+    // the key expires on its own after one TTL anyway.
+    await Promise.race([
+      this.redis.eval(LUA_RELEASE, 1, this.aliveKey(this.nodeId), this.token).catch(() => {}),
+      new Promise((r) => setTimeout(r, 1000)),
+    ]);
   }
 }

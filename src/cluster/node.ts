@@ -50,6 +50,8 @@ export interface ClusterNodeOptions extends Omit<LivenessOptions, "log"> {
   logOptions?: Omit<RedisEventLogOptions, "redis">;
   /** Caller's wait for a reply from the owning node (default 5000 ms). */
   controlTimeoutMs?: number;
+  /** Give up starting when Redis cannot be reached for this long (default 10000 ms). */
+  connectTimeoutMs?: number;
   /** Structured log sink for cluster events (liveness, sweeps, control failures). */
   logEvent?: (event: string, fields: Record<string, unknown>) => void;
 }
@@ -100,6 +102,9 @@ export class ClusterNode {
   static async start(options: ClusterNodeOptions): Promise<ClusterNode> {
     const node = new ClusterNode(options);
     try {
+      // Commands wait through outages (by design, for appends), so a Redis
+      // that is not there at all would hang startup silently: fail fast instead.
+      await waitReady(node.redis, options.connectTimeoutMs ?? 10_000);
       await node.liveness.start();
       await node.control.start();
     } catch (err) {
@@ -188,4 +193,31 @@ export class ClusterNode {
     this.redis.disconnect();
     if (this.ownsLog) await this.log.close();
   }
+}
+
+function waitReady(redis: Redis, timeoutMs: number): Promise<void> {
+  if (redis.status === "ready") return Promise.resolve();
+  return new Promise<void>((resolve, reject) => {
+    let lastError = "";
+    const onError = (err: Error) => {
+      lastError = err.message;
+    };
+    const onReady = () => {
+      clearTimeout(timer);
+      redis.off("error", onError);
+      resolve();
+    };
+    const timer = setTimeout(() => {
+      redis.off("ready", onReady);
+      redis.off("error", onError);
+      reject(
+        new ComputerError(
+          "ENETWORK",
+          `cannot reach Redis within ${timeoutMs} ms${lastError ? ` (${lastError})` : ""}`,
+        ),
+      );
+    }, timeoutMs);
+    redis.once("ready", onReady);
+    redis.on("error", onError);
+  });
 }

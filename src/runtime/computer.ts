@@ -205,6 +205,10 @@ export class Computer implements ComputerApi {
   private readonly local = new Map<string, LocalExec>();
   private readonly reserved = new Set<string>();
   private closing: Promise<void> | null = null;
+  /** The log once open (the hot path skips awaiting logP). */
+  private logObj: EventLog | undefined;
+  private readonly idle = new Set<{ since: number; beat: () => void }>();
+  private ticker: ReturnType<typeof setInterval> | undefined;
   /** Lag (bytes) above which the child's pipes pause, and below which they resume. */
   private readonly pauseAt: number;
   private readonly resumeAt: number;
@@ -237,7 +241,12 @@ export class Computer implements ComputerApi {
       retentionMs: this.opts.retentionMs,
     });
     // Unhandled until someone awaits it; keep a failed open from crashing the process.
-    this.logP.catch(() => {});
+    this.logP.then(
+      (l) => {
+        this.logObj = l;
+      },
+      () => {},
+    );
   }
 
   /** The event log this computer writes to (for the server and tests). */
@@ -439,7 +448,9 @@ export class Computer implements ComputerApi {
     let bi = 0;
     let done = false;
     let waiting: Promise<void> | null = null;
+    /** Last time anything (event or heartbeat) was handed out, and the last logged event. */
     let lastSeenAt = Date.now();
+    let lastEventAt = lastSeenAt;
     let ctl!: ReadableStreamDefaultController<ExecEvent>;
     /** Seq of the last event handed out (mirrored in `sub.pos` for backpressure). */
     const cursor = { pos: 0 };
@@ -516,7 +527,7 @@ export class Computer implements ComputerApi {
                   sub.pos = ev.seq;
                   if (exe!.paused) computer.updatePause(exe!);
                 }
-                lastSeenAt = Date.now();
+                lastSeenAt = lastEventAt = Date.now();
                 controller.enqueue(ev as ExecEvent);
                 if (ev.name === "exit") {
                   finish();
@@ -527,33 +538,44 @@ export class Computer implements ComputerApi {
               buf = await log.read(id, cursor.pos, { limit: READ_BATCH });
               bi = 0;
               if (buf.length > 0) continue;
-              const rec = await log.get(id);
-              if (!rec) throw notFound(id);
-              if (rec.lastSeq > cursor.pos) continue;
-              if (rec.state !== "running") {
-                finish();
-                controller.close();
-                return;
+              // A process running here is known to be running: skip the record
+              // lookup on the hot path. Otherwise ask the log (another node may own it).
+              const live = computer.local.get(id);
+              let rec: ExecRecord | undefined;
+              if (!live || live.finished) {
+                rec = await log.get(id);
+                if (!rec) throw notFound(id);
+                if (rec.lastSeq > cursor.pos) continue;
+                if (rec.state !== "running") {
+                  finish();
+                  controller.close();
+                  return;
+                }
               }
-              waiting ??= log.waitFor(id, cursor.pos, inner.signal).finally(() => {
-                waiting = null;
-              });
+              // No abort signal for a local execution: its waiter is woken by its
+              // next output or exit anyway, and signal listeners cost per wait.
+              waiting ??= log
+                .waitFor(id, cursor.pos, live ? undefined : inner.signal)
+                .finally(() => {
+                  waiting = null;
+                });
               if (!wantHeartbeats) {
                 await waiting;
                 continue;
               }
-              const beat = await raceTimer(waiting, computer.opts.heartbeatMs);
+              const beat = await computer.beatOrWake(waiting, lastSeenAt);
               if (beat && !done) {
-                const live = computer.local.get(id);
+                const info = live?.rec ?? rec!;
                 const t = Date.now();
+                lastSeenAt = t;
                 controller.enqueue({
                   id,
                   seq: cursor.pos,
                   name: "heartbeat",
                   value: {
-                    pid: live?.child.pid ?? rec.pid ?? 0,
-                    elapsedMs: t - rec.startedAt,
-                    lastOutputMs: t - (live ? live.lastOutputAt : lastSeenAt),
+                    pid: info.pid ?? 0,
+                    elapsedMs: t - info.startedAt,
+                    lastOutputMs: t - (live ? live.lastOutputAt : lastEventAt),
                   },
                 });
                 return;
@@ -618,6 +640,46 @@ export class Computer implements ComputerApi {
 
   async info(id: string): Promise<ExecRecord> {
     return this.record(id);
+  }
+
+  /**
+   * Resolves false when `waiting` settles, true when the subscriber has been
+   * idle (nothing handed out since `since`) for heartbeatMs. One shared ticker
+   * serves every idle subscriber, instead of a timer armed and cleared per wait.
+   */
+  beatOrWake(waiting: Promise<void>, since: number): Promise<boolean> {
+    return new Promise<boolean>((resolve, reject) => {
+      const w = {
+        since,
+        beat: () => {
+          this.idle.delete(w);
+          resolve(true);
+        },
+      };
+      this.idle.add(w);
+      if (!this.ticker) {
+        const every = Math.max(10, Math.floor(this.opts.heartbeatMs / 4));
+        this.ticker = setInterval(() => {
+          const now = Date.now();
+          for (const x of [...this.idle]) if (now - x.since >= this.opts.heartbeatMs) x.beat();
+          if (this.idle.size === 0 && this.ticker) {
+            clearInterval(this.ticker);
+            this.ticker = undefined;
+          }
+        }, every);
+        this.ticker.unref?.();
+      }
+      waiting.then(
+        () => {
+          this.idle.delete(w);
+          resolve(false);
+        },
+        (err) => {
+          this.idle.delete(w);
+          reject(err);
+        },
+      );
+    });
   }
 
   // ---- internals ----------------------------------------------------------
@@ -720,7 +782,7 @@ export class Computer implements ComputerApi {
 
   private async flush(exe: LocalExec): Promise<void> {
     try {
-      const log = await this.logP;
+      const log = this.logObj ?? (await this.logP);
       while (exe.pending.length > 0) {
         const batch = exe.pending;
         exe.pending = [];
@@ -998,24 +1060,6 @@ function killGroup(pid: number | undefined, signal: string): void {
   } catch {
     // ESRCH: nothing left in the group.
   }
-}
-
-/** Resolves true when `ms` passes first, false when `p` settles first (rejections propagate). */
-function raceTimer(p: Promise<void>, ms: number): Promise<boolean> {
-  return new Promise<boolean>((resolve, reject) => {
-    const t = setTimeout(() => resolve(true), ms);
-    t.unref?.();
-    p.then(
-      () => {
-        clearTimeout(t);
-        resolve(false);
-      },
-      (err) => {
-        clearTimeout(t);
-        reject(err);
-      },
-    );
-  });
 }
 
 function notFound(id: string): ComputerError {

@@ -1,0 +1,187 @@
+// Execution runtime benchmark (`npm run bench:exec`). In one run, side by side:
+//  1. throughput of `head -c SIZE /dev/zero` read through run.events() with the
+//     memory log and with the SQLite log, against the same command read
+//     straight from a child_process pipe;
+//  2. latency from exec("true") to its exit event, against raw spawn to close;
+//  3. peak RSS of each throughput phase, and of the memory-log phase at 1/8 of
+//     the size, to show memory stays flat as output grows.
+// Every measurement runs in a fresh Node process (so maxRSS belongs to that
+// phase alone); the median of REPS runs is reported. Usage:
+//   node bench/exec/run.mjs [--size MiB] [--reps N]
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const dist = path.resolve(here, "../../dist/index.js");
+const args = process.argv.slice(2);
+const opt = (name, def) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? args[i + 1] : def;
+};
+
+async function phase(kind, bytes, n) {
+  const cmd = `head -c ${bytes} /dev/zero`;
+  let result;
+  if (kind === "raw") {
+    const t0 = process.hrtime.bigint();
+    let got = 0;
+    await new Promise((resolve, reject) => {
+      const child = spawn("/bin/sh", ["-c", cmd], { stdio: ["ignore", "pipe", "pipe"] });
+      child.stdout.on("data", (c) => {
+        got += c.length;
+      });
+      child.on("error", reject);
+      child.on("close", resolve);
+    });
+    result = { bytes: got, ms: Number(process.hrtime.bigint() - t0) / 1e6 };
+  } else if (kind === "memory" || kind === "sqlite") {
+    const { Computer } = await import(dist);
+    const ws = mkdtempSync(path.join(tmpdir(), "ac-bench-"));
+    const log = kind === "sqlite" ? { sqlite: path.join(ws, "bench.db") } : "memory";
+    const computer = new Computer({ workspace: ws, log });
+    await computer.exec("true").then((r) => r.result()); // warm up the log
+    const t0 = process.hrtime.bigint();
+    const run = await computer.exec(cmd);
+    const reader = run.events().getReader();
+    let got = 0;
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      if (value.name === "stdout") got += value.value.byteLength;
+    }
+    result = { bytes: got, ms: Number(process.hrtime.bigint() - t0) / 1e6 };
+    await computer.close();
+    rmSync(ws, { recursive: true, force: true });
+  } else if (kind === "spawn") {
+    const once = () =>
+      new Promise((resolve, reject) => {
+        const child = spawn("/bin/sh", ["-c", "true"], { stdio: ["ignore", "pipe", "pipe"] });
+        child.on("error", reject);
+        child.on("close", resolve);
+      });
+    for (let i = 0; i < 20; i++) await once();
+    const t0 = process.hrtime.bigint();
+    for (let i = 0; i < n; i++) await once();
+    result = { perMs: Number(process.hrtime.bigint() - t0) / 1e6 / n };
+  } else if (kind === "exec") {
+    const { Computer } = await import(dist);
+    const ws = mkdtempSync(path.join(tmpdir(), "ac-bench-"));
+    const computer = new Computer({ workspace: ws });
+    const once = async () => {
+      const run = await computer.exec("true");
+      const reader = run.events().getReader();
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done || value.name === "exit") break;
+      }
+      reader.releaseLock();
+    };
+    for (let i = 0; i < 20; i++) await once();
+    const t0 = process.hrtime.bigint();
+    for (let i = 0; i < n; i++) await once();
+    result = { perMs: Number(process.hrtime.bigint() - t0) / 1e6 / n };
+    await computer.close();
+    rmSync(ws, { recursive: true, force: true });
+  }
+  const ru = process.resourceUsage();
+  result.maxRssMiB = ru.maxRSS / 1024;
+  // CPU the Node process spent (user + system): robust on a busy machine, where
+  // wall time also measures everyone else's load.
+  result.cpuMs = (ru.userCPUTime + ru.systemCPUTime) / 1000;
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+}
+
+function runPhase(kind, bytes, n = 200) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(
+      process.execPath,
+      [fileURLToPath(import.meta.url), "--phase", kind, "--bytes", String(bytes), "--n", String(n)],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
+    let out = "";
+    child.stdout.on("data", (c) => {
+      out += c;
+    });
+    child.on("close", (code) =>
+      code === 0
+        ? resolve(JSON.parse(out.trim().split("\n").pop()))
+        : reject(new Error(`${kind} failed`)),
+    );
+  });
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+};
+
+async function main() {
+  const sizeMiB = Number(opt("size", "1024"));
+  const reps = Number(opt("reps", "3"));
+  const bytes = sizeMiB * 1024 * 1024;
+  const rows = {};
+  const add = (k, v) => {
+    rows[k] ??= [];
+    rows[k].push(v);
+  };
+  console.log(`exec bench: ${sizeMiB} MiB of /dev/zero, ${reps} rounds, node ${process.version}`);
+  for (let r = 0; r < reps; r++) {
+    // Interleave the phases so drift on a shared machine hits them alike.
+    for (const kind of ["raw", "memory", "sqlite"]) add(kind, await runPhase(kind, bytes));
+    add("memory-small", await runPhase("memory", Math.floor(bytes / 8)));
+    add("spawn", await runPhase("spawn", 0));
+    add("exec", await runPhase("exec", 0));
+    process.stdout.write(".");
+  }
+  console.log("");
+  if (args.includes("--verbose")) console.log(JSON.stringify(rows));
+  const mbps = (k) => median(rows[k].map((x) => x.bytes / 1e6 / (x.ms / 1000)));
+  const rss = (k) => median(rows[k].map((x) => x.maxRssMiB));
+  for (const k of ["raw", "memory", "sqlite", "memory-small"]) {
+    for (const x of rows[k]) {
+      const want = k === "memory-small" ? Math.floor(bytes / 8) : bytes;
+      if (x.bytes !== want) throw new Error(`${k}: got ${x.bytes} bytes, want ${want}`);
+    }
+  }
+  const raw = mbps("raw");
+  const spawnMs = median(rows.spawn.map((x) => x.perMs));
+  const execMs = median(rows.exec.map((x) => x.perMs));
+  const table = [
+    ["raw child_process pipe", `${raw.toFixed(0)} MB/s`, "1.00x", `${rss("raw").toFixed(0)} MiB`],
+    [
+      "run.events(), memory log",
+      `${mbps("memory").toFixed(0)} MB/s`,
+      `${(mbps("memory") / raw).toFixed(2)}x`,
+      `${rss("memory").toFixed(0)} MiB`,
+    ],
+    [
+      "run.events(), SQLite log",
+      `${mbps("sqlite").toFixed(0)} MB/s`,
+      `${(mbps("sqlite") / raw).toFixed(2)}x`,
+      `${rss("sqlite").toFixed(0)} MiB`,
+    ],
+    [
+      `run.events(), memory log, ${sizeMiB / 8} MiB`,
+      `${mbps("memory-small").toFixed(0)} MB/s`,
+      `${(mbps("memory-small") / raw).toFixed(2)}x`,
+      `${rss("memory-small").toFixed(0)} MiB`,
+    ],
+  ];
+  console.log("| path | throughput | vs raw | peak RSS |\n| --- | --- | --- | --- |");
+  for (const row of table) console.log(`| ${row.join(" | ")} |`);
+  console.log("");
+  console.log("| start to exit of `true` | per run | vs raw |\n| --- | --- | --- |");
+  console.log(`| raw spawn -> close | ${spawnMs.toFixed(2)} ms | 1.00x |`);
+  console.log(
+    `| exec("true") -> exit event | ${execMs.toFixed(2)} ms | ${(execMs / spawnMs).toFixed(2)}x |`,
+  );
+}
+
+if (opt("phase")) {
+  await phase(opt("phase"), Number(opt("bytes")), Number(opt("n", "200")));
+} else {
+  await main();
+}

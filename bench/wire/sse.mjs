@@ -21,13 +21,13 @@
 // reports its median CPU time (user+system, robust against other tenants)
 // and wall time. Tables show medians over processes; ratios use CPU time.
 // Run: npm run bench:wire   (or, after `npm run build`: node bench/wire/sse.mjs)
-// Env: SSE_BENCH_PROCS (default 5), SSE_BENCH_ITER (default 3).
+// Env: SSE_BENCH_PROCS (default 3), SSE_BENCH_ITER (default 3).
 
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
 const SELF = fileURLToPath(import.meta.url);
-const PROCS = Number(process.env.SSE_BENCH_PROCS ?? 5);
+const PROCS = Number(process.env.SSE_BENCH_PROCS ?? 3);
 const ITER = Number(process.env.SSE_BENCH_ITER ?? 3);
 const N_COMMANDS = 200_000;
 const BIG = 4 * 1024 * 1024;

@@ -186,7 +186,15 @@ export function responseSink(res: ServerResponse): ByteSink & { dispose(): void 
     get closed() {
       return closed || res.destroyed;
     },
-    write: (batch) => res.write(batch),
+    write: (parts) => {
+      if (parts.length === 1) return res.write(parts[0]!);
+      // cork + writes + uncork = one writev of all parts, without copying them together
+      res.cork();
+      let ok = true;
+      for (const p of parts) ok = res.write(p);
+      res.uncork();
+      return ok;
+    },
     drained: () =>
       closed || !res.writableNeedDrain
         ? Promise.resolve()

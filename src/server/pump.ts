@@ -16,8 +16,12 @@
 import type { ExecEvent } from "../wire/types.js";
 
 export interface ByteSink {
-  /** Writes one batch; false means "full": the pump waits for `drained()`. */
-  write(batch: Uint8Array): boolean;
+  /**
+   * Writes one batch of encoded frames, in order; false means "full": the pump
+   * waits for `drained()`. An HTTP sink corks and writes the parts (one writev,
+   * no copy); a WebSocket sink joins them into one message.
+   */
+  write(parts: Uint8Array[], totalBytes: number): boolean;
   /** Resolves when the sink can take more (or is closed). */
   drained(): Promise<void>;
   /** True once the peer went away: the pump stops. */
@@ -40,11 +44,6 @@ export type PumpEnd =
   | { kind: "error"; error: unknown; lastSeq: number };
 
 const TICK = Symbol("tick");
-
-function concat(parts: Uint8Array[], total: number): Uint8Array {
-  if (parts.length === 1) return parts[0]!;
-  return Buffer.concat(parts, total);
-}
 
 /**
  * Pumps `stream` into `sink` until the exit event was written, the stream ended,
@@ -76,12 +75,13 @@ export async function pumpEvents(
   // Writes the batch; returns false when the sink is closed.
   const flush = async (): Promise<boolean> => {
     if (batch.length === 0) return !sink.closed;
-    const bytes = concat(batch, batchSize);
+    const parts = batch;
+    const size = batchSize;
     batch = [];
     batchSize = 0;
     if (sink.closed) return false;
-    const ok = sink.write(bytes);
-    options.onBytes?.(bytes.length);
+    const ok = sink.write(parts, size);
+    options.onBytes?.(size);
     if (!ok) await sink.drained();
     return !sink.closed;
   };

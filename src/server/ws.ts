@@ -73,7 +73,8 @@ export function registerWebSocket(router: Router, deps: ServerDeps): WsEndpoint 
       get closed() {
         return closed;
       },
-      write(batch) {
+      write(parts, total) {
+        const batch = parts.length === 1 ? parts[0]! : Buffer.concat(parts, total);
         ws.send(batch, { binary: false }, wake);
         return ws.bufferedAmount < high;
       },

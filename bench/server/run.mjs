@@ -1,0 +1,374 @@
+// Server streaming benchmark (`npm run bench:server`). In one run, side by side:
+//  1. throughput: `head -c SIZE /dev/zero` streamed to a client over exec-wire
+//     HTTP (the ComputerClient SDK), SSE (fetch + our SSE parser + base64
+//     decode) and WebSocket (`ws` + the exec-wire decoder), against a raw
+//     node:http server piping the same command's stdout (fetch client). Every
+//     client decodes back to the command's bytes and checks the count;
+//  2. fan-out: N subscribers (default 500, one HTTP connection each) on one
+//     execution: aggregate delivered throughput and the server's RSS;
+//  3. latency: a child writes its clock every 10 ms; the client computes
+//     receipt - write per line (p50/p99) for each transport.
+// The servers run as separate processes (dist/cli/main.js serve and
+// raw-server.mjs) so server and client do not share an event loop, and so the
+// server's RSS is its own. Usage:
+//   node bench/server/run.mjs [--size MiB] [--subscribers N] [--fanout-size MiB] [--reps N]
+
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import http from "node:http";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import WebSocket from "ws";
+import { ComputerClient } from "../../dist/client/client.js";
+import { ExecWireDecoder } from "../../dist/wire/exec-wire.js";
+import { createSseParser } from "../../dist/wire/sse.js";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const cliPath = path.resolve(here, "../../dist/cli/main.js");
+const args = process.argv.slice(2);
+const opt = (name, def) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? Number(args[i + 1]) : def;
+};
+const SIZE = opt("size", 1024) * 1024 * 1024;
+const REPS = opt("reps", 1);
+const SUBS = opt("subscribers", 500);
+const FANOUT_SIZE = opt("fanout-size", 2) * 1024 * 1024;
+const TOKEN = "bench-token";
+const MB = 1e6;
+
+function startProcess(argv, match) {
+  const child = spawn(process.execPath, argv, { stdio: ["ignore", "pipe", "inherit"] });
+  return new Promise((resolve, reject) => {
+    let out = "";
+    const onData = (c) => {
+      out += c;
+      const m = match.exec(out);
+      if (m) {
+        child.stdout.off("data", onData);
+        child.stdout.resume();
+        resolve({ child, url: m[1] });
+      }
+    };
+    child.stdout.on("data", onData);
+    child.on("exit", (code) => reject(new Error(`process exited early (${code})`)));
+  });
+}
+
+function rssMiB(pid) {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Number(m[1]) / 1024 : Number.NaN;
+}
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const pct = (xs, p) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+};
+
+// ---- throughput ---------------------------------------------------------------
+
+async function rawRun(rawUrl, cmd) {
+  const t0 = performance.now();
+  const res = await fetch(`${rawUrl}/?cmd=${encodeURIComponent(cmd)}`);
+  let bytes = 0;
+  for await (const c of res.body) bytes += c.length;
+  return { bytes, ms: performance.now() - t0 };
+}
+
+async function ndjsonRun(client, cmd) {
+  const t0 = performance.now();
+  const handle = await client.exec(cmd);
+  const reader = handle.events({ heartbeats: false }).getReader();
+  let bytes = 0;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    if (value.name === "stdout") bytes += value.value.length;
+  }
+  return { bytes, ms: performance.now() - t0 };
+}
+
+async function sseRun(url, cmd) {
+  const t0 = performance.now();
+  const res = await fetch(`${url}/v1/execs?stream=1`, {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${TOKEN}`,
+      "content-type": "application/json",
+      accept: "text/event-stream",
+    },
+    body: JSON.stringify({ command: cmd }),
+  });
+  let bytes = 0;
+  const parser = createSseParser({
+    onEvent(e) {
+      if (e.type !== "stdout") return;
+      const frame = JSON.parse(e.data);
+      bytes += Buffer.from(frame.value, "base64").length;
+    },
+  });
+  for await (const c of res.body) parser.feed(c);
+  parser.end();
+  return { bytes, ms: performance.now() - t0 };
+}
+
+async function wsRun(url, client, cmd) {
+  const ws = new WebSocket(`${url.replace("http", "ws")}/v1/ws`, {
+    headers: { authorization: `Bearer ${TOKEN}` },
+  });
+  await new Promise((r, j) => {
+    ws.once("open", r);
+    ws.once("error", j);
+  });
+  const t0 = performance.now();
+  // Gate on stdin so the subscription is in place before the first byte.
+  const handle = await client.exec(`head -c 1 >/dev/null; ${cmd}`, { stdin: "pipe" });
+  const decoder = new ExecWireDecoder();
+  let bytes = 0;
+  const done = new Promise((resolve, reject) => {
+    ws.on("message", (data) => {
+      for (const ev of decoder.push(data)) {
+        if (ev.name === "stdout") bytes += ev.value.length;
+        else if (ev.name === "exit") resolve();
+        else if (ev.name === "error") reject(new Error(ev.message));
+      }
+    });
+  });
+  ws.send(JSON.stringify({ type: "subscribe", id: handle.id }));
+  await handle.write("g");
+  await handle.end();
+  await done;
+  const ms = performance.now() - t0;
+  ws.close();
+  return { bytes, ms };
+}
+
+// ---- fan-out ------------------------------------------------------------------
+
+async function fanout(url, client, serverPid) {
+  const handle = await client.exec(`head -c 1 >/dev/null; head -c ${FANOUT_SIZE} /dev/zero`, {
+    stdin: "pipe",
+  });
+  const agent = new http.Agent({ keepAlive: false, maxSockets: Number.POSITIVE_INFINITY });
+  const u = new URL(url);
+  let peakRss = rssMiB(serverPid);
+  const baseRss = peakRss;
+  const sampler = setInterval(() => {
+    peakRss = Math.max(peakRss, rssMiB(serverPid));
+  }, 25);
+  let connected = 0;
+  let allConnected;
+  const connectedP = new Promise((r) => {
+    allConnected = r;
+  });
+  const subs = [];
+  for (let i = 0; i < SUBS; i++) {
+    subs.push(
+      new Promise((resolve, reject) => {
+        const req = http.get(
+          {
+            host: u.hostname,
+            port: u.port,
+            path: `/v1/execs/${handle.id}/events?heartbeats=0`,
+            headers: { authorization: `Bearer ${TOKEN}`, accept: "application/x-ndjson" },
+            agent,
+          },
+          (res) => {
+            if (++connected === SUBS) allConnected();
+            let bytes = 0;
+            let tail = "";
+            res.on("data", (c) => {
+              bytes += c.length;
+              tail = (tail + c.toString("latin1", Math.max(0, c.length - 200))).slice(-200);
+            });
+            res.on("end", () => {
+              if (!tail.includes('"name":"exit"')) reject(new Error("stream ended without exit"));
+              else resolve(bytes);
+            });
+          },
+        );
+        req.on("error", reject);
+      }),
+    );
+  }
+  await connectedP;
+  const t0 = performance.now();
+  await handle.write("g");
+  await handle.end();
+  const wireBytes = await Promise.all(subs);
+  const ms = performance.now() - t0;
+  clearInterval(sampler);
+  agent.destroy();
+  const outBytes = SUBS * FANOUT_SIZE;
+  return {
+    ms,
+    deliveredMBps: outBytes / MB / (ms / 1000),
+    wireMBps: wireBytes.reduce((a, b) => a + b, 0) / MB / (ms / 1000),
+    baseRss,
+    peakRss,
+  };
+}
+
+// ---- latency ------------------------------------------------------------------
+
+const LAT_N = 300;
+const LAT_CMD = {
+  argv: [
+    process.execPath,
+    "-e",
+    `let i=0;const t=setInterval(()=>{process.stdout.write((performance.timeOrigin+performance.now()).toFixed(3)+"\\n");if(++i===${LAT_N})clearInterval(t)},10)`,
+  ],
+};
+const now = () => performance.timeOrigin + performance.now();
+
+function collectLines(text, samples, at) {
+  for (const line of text.split("\n")) if (line) samples.push(at - Number(line));
+}
+
+async function latencyNdjson(client) {
+  const handle = await client.exec(LAT_CMD, { encoding: "utf8" });
+  const reader = handle.events({ heartbeats: false }).getReader();
+  const samples = [];
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    if (value.name === "stdout") collectLines(value.value, samples, now());
+  }
+  return samples;
+}
+
+async function latencySse(url) {
+  const res = await fetch(`${url}/v1/execs?stream=1`, {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${TOKEN}`,
+      "content-type": "application/json",
+      accept: "text/event-stream",
+    },
+    body: JSON.stringify({ ...LAT_CMD, encoding: "utf8" }),
+  });
+  const samples = [];
+  const parser = createSseParser({
+    onEvent(e) {
+      if (e.type === "stdout") collectLines(JSON.parse(e.data).value, samples, now());
+    },
+  });
+  for await (const c of res.body) parser.feed(c);
+  return samples;
+}
+
+async function latencyWs(url, client) {
+  const ws = new WebSocket(`${url.replace("http", "ws")}/v1/ws`, {
+    headers: { authorization: `Bearer ${TOKEN}` },
+  });
+  await new Promise((r) => ws.once("open", r));
+  const gated = { argv: ["sh", "-c", `head -c 1 >/dev/null; exec "$0" "$@"`, ...LAT_CMD.argv] };
+  const handle = await client.exec(gated, { encoding: "utf8", stdin: "pipe" });
+  const decoder = new ExecWireDecoder();
+  const samples = [];
+  const done = new Promise((resolve) => {
+    ws.on("message", (data) => {
+      const at = now();
+      for (const ev of decoder.push(data)) {
+        if (ev.name === "stdout") collectLines(ev.value, samples, at);
+        else if (ev.name === "exit") resolve();
+      }
+    });
+  });
+  ws.send(JSON.stringify({ type: "subscribe", id: handle.id, heartbeats: false }));
+  await new Promise((r) => setTimeout(r, 50));
+  await handle.write("g");
+  await handle.end();
+  await done;
+  ws.close();
+  return samples;
+}
+
+// ---- main ---------------------------------------------------------------------
+
+async function main() {
+  const dir = mkdtempSync(path.join(tmpdir(), "ac-bench-server-"));
+  const ours = await startProcess(
+    [
+      cliPath,
+      "serve",
+      "--port",
+      "0",
+      "--workspace",
+      path.join(dir, "ws"),
+      "--token",
+      TOKEN,
+      "--quiet",
+      "--heartbeat-ms",
+      "0",
+    ],
+    /agent-computer listening: (http:\/\/[^/\s]+)/,
+  );
+  const raw = await startProcess([path.join(here, "raw-server.mjs")], /raw listening: (\S+)/);
+  const client = new ComputerClient({ url: ours.url, token: TOKEN });
+  const cmd = `head -c ${SIZE} /dev/zero`;
+  const results = {};
+  try {
+    console.log(
+      `# server streaming: ${SIZE / 1024 / 1024} MiB of command output, ${REPS} rep(s), node ${process.version}`,
+    );
+    const runs = {
+      "raw node:http (fetch)": () => rawRun(raw.url, cmd),
+      "exec-wire HTTP (ComputerClient)": () => ndjsonRun(client, cmd),
+      "SSE (fetch + SSE parser)": () => sseRun(ours.url, cmd),
+      "WebSocket (ws + exec-wire decoder)": () => wsRun(ours.url, client, cmd),
+    };
+    for (const [name, fn] of Object.entries(runs)) {
+      const mbps = [];
+      for (let i = 0; i < REPS; i++) {
+        const r = await fn();
+        if (r.bytes !== SIZE) throw new Error(`${name}: got ${r.bytes} bytes, expected ${SIZE}`);
+        mbps.push(r.bytes / MB / (r.ms / 1000));
+      }
+      results[name] = median(mbps);
+    }
+    const rawMBps = results["raw node:http (fetch)"];
+    console.log("\n| transport | MB/s of command output | vs raw |\n| --- | ---: | ---: |");
+    for (const [name, v] of Object.entries(results)) {
+      console.log(`| ${name} | ${v.toFixed(0)} | ${(v / rawMBps).toFixed(2)}x |`);
+    }
+
+    const f = await fanout(ours.url, client, ours.child.pid);
+    console.log(
+      `\n## fan-out: ${SUBS} subscribers on one execution, ${FANOUT_SIZE / 1024 / 1024} MiB output each\n`,
+    );
+    console.log("| metric | value |\n| --- | ---: |");
+    console.log(`| time until all ${SUBS} received exit | ${(f.ms / 1000).toFixed(2)} s |`);
+    console.log(
+      `| delivered command output (all subscribers) | ${f.deliveredMBps.toFixed(0)} MB/s |`,
+    );
+    console.log(`| wire bytes written (exec-wire, base64) | ${f.wireMBps.toFixed(0)} MB/s |`);
+    console.log(
+      `| server RSS before / peak | ${f.baseRss.toFixed(0)} / ${f.peakRss.toFixed(0)} MiB |`,
+    );
+
+    console.log(`\n## latency: child write -> client receipt, ${LAT_N} lines at 100/s\n`);
+    console.log("| transport | p50 | p99 |\n| --- | ---: | ---: |");
+    for (const [name, fn] of [
+      ["exec-wire HTTP (ComputerClient)", () => latencyNdjson(client)],
+      ["SSE", () => latencySse(ours.url)],
+      ["WebSocket", () => latencyWs(ours.url, client)],
+    ]) {
+      const s = await fn();
+      if (s.length !== LAT_N) throw new Error(`${name}: ${s.length} samples, expected ${LAT_N}`);
+      console.log(`| ${name} | ${pct(s, 50).toFixed(2)} ms | ${pct(s, 99).toFixed(2)} ms |`);
+    }
+  } finally {
+    ours.child.kill("SIGTERM");
+    raw.child.kill("SIGTERM");
+    await new Promise((r) => ours.child.once("exit", r));
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

@@ -259,7 +259,7 @@ function xtermFile(rel: string): string {
   return join(dirname(requireHere.resolve("@xterm/xterm/package.json")), rel);
 }
 
-const LIB_RE = /^(aui|wire|server\/dashboard)\/[a-z0-9-]+\.js$/;
+const LIB_RE = /^(aui|wire|server\/dashboard)\/[a-z0-9-]+\.js(\.map)?$/;
 const transpiled = new Map<string, { mtimeMs: number; code: string }>();
 
 /** The browser module for `rel` (e.g. "aui/runtime.js"): the compiled file, or the .ts transpiled. */
@@ -268,6 +268,8 @@ async function libModule(rel: string): Promise<string> {
   const js = join(codeRoot, rel);
   if (existsSync(js)) return readFileSync(js, "utf8");
   const ts = js.replace(/\.js$/, ".ts");
+  if (rel.endsWith(".map"))
+    throw new HttpError(404, "ENOENT", "no source map when running from source");
   if (!existsSync(ts)) throw new HttpError(404, "ENOENT", "no such asset");
   const mtimeMs = statSync(ts).mtimeMs;
   const cached = transpiled.get(ts);

@@ -605,12 +605,25 @@ function wsSession(
   limits: Required<RelayLimits>,
 ): void {
   let sub: { replay: RelayEntry[]; unsubscribe: () => void } | undefined;
+  let corked = false;
   const send = (e: RelayEntry | "done") => {
     if (ws.readyState !== ws.OPEN) return;
     if (e === "done") {
       ws.send("[DONE]");
       ws.close(1000, "done");
       return;
+    }
+    // A burst (a batch publish, a replay) goes out in as few TCP segments as
+    // possible: cork the socket until the current tick's sends are queued.
+    // `_socket` is ws's underlying net.Socket (not public API, so guarded).
+    const raw = (ws as unknown as { _socket?: { cork?(): void; uncork?(): void } })._socket;
+    if (raw?.cork && !corked) {
+      corked = true;
+      raw.cork();
+      setImmediate(() => {
+        corked = false;
+        raw.uncork?.();
+      });
     }
     ws.send(
       envelope

@@ -226,6 +226,9 @@ export async function streamEvents(
   }
   if (typeof after === "number") {
     const info = await handle.info();
+    if (after > info.lastSeq && info.state !== "running") {
+      throw bad(`after ${after} is beyond the last seq ${info.lastSeq}`);
+    }
     if (after + 1 < info.earliestSeq && info.earliestSeq > 1) {
       throw new HttpError(
         410,

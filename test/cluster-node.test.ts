@@ -177,6 +177,42 @@ describe.skipIf(!hasRedis)("cluster node (liveness + control)", () => {
     }
   });
 
+  it("a Redis outage longer than the TTL does not make live nodes look dead (sweeps wait a TTL after reconnect)", async () => {
+    const aof = await startRedis({ aof: true });
+    const prefix = `cn${n++}:`;
+    const common = { logOptions: { prefix }, ttlMs: 1500, sweepMs: 200, logEvent: quiet };
+    // Node a reconnects late (its first retry comes 2.5 s after the drop), so
+    // b is back well before a has refreshed its (by then expired) key.
+    const a = await ClusterNode.start({
+      ...common,
+      nodeId: "a",
+      redis: {
+        host: "127.0.0.1",
+        port: aof.port,
+        retryStrategy: (times: number) => (times === 1 ? 2500 : 50),
+      },
+    });
+    const b = await ClusterNode.start({ ...common, nodeId: "b", redis: aof.url });
+    try {
+      const rec = await newExec(a.log, "a");
+      await new Promise((r) => setTimeout(r, 2000)); // past b's start-up grace
+      await aof.stop();
+      await new Promise((r) => setTimeout(r, 1700)); // every liveness key expires meanwhile
+      await aof.start();
+      // Several sweeps of b after its reconnect, and after a's.
+      await new Promise((r) => setTimeout(r, 3000));
+      expect((await b.log.get(rec.id))?.state).toBe("running");
+      expect((await b.nodes()).map((x) => [x.id, x.alive])).toEqual([
+        ["a", true],
+        ["b", true],
+      ]);
+    } finally {
+      await b.close();
+      await a.close();
+      await aof.close();
+    }
+  });
+
   it("a node restarted under the same id closes what its predecessor left running", async () => {
     const prefix = `cn${n++}:`;
     const a1 = await start(prefix, "a");

@@ -85,6 +85,8 @@ export class NodeLiveness {
   private sweeping?: Promise<number>;
   private stopped = false;
   private info: Record<string, unknown>;
+  /** When the cluster connection last became ready (sweeps wait a TTL after it). */
+  private connectedAt = 0;
 
   /**
    * `redis` is the cluster's own connection (not the log's), so liveness can
@@ -133,6 +135,13 @@ export class NodeLiveness {
    */
   async start(): Promise<void> {
     const r = this.redis;
+    // The first connect counts too: a node that has just joined (or a Redis
+    // that has just come back) has not seen anyone's refresh yet.
+    this.connectedAt = Date.now();
+    r.on("ready", () => {
+      this.connectedAt = Date.now();
+      void this.refresh();
+    });
     const deadline = Date.now() + this.ttlMs + 1000;
     for (;;) {
       const ok = await r.set(this.aliveKey(this.nodeId), this.value(), "PX", this.ttlMs, "NX");
@@ -244,11 +253,18 @@ export class NodeLiveness {
   private async doSweep(): Promise<number> {
     const r = this.redis;
     const own = await this.sweepOwnOrphans();
+    // After our connection to Redis was (re)established, give every node one
+    // TTL to refresh before judging it: when Redis itself was down or
+    // restarted longer than a TTL, all keys look expired at once, and nodes
+    // that are alive would otherwise be declared dead.
+    // Checked after the reads: a sweep that started before an outage has its
+    // commands queued and answered only after the reconnect.
     const nodes = (await r.smembers(this.nodesKey)).filter((n) => n !== this.nodeId);
     if (nodes.length === 0) return own;
     const pipe = r.pipeline();
     for (const n of nodes) pipe.exists(this.aliveKey(n));
     const alive = ((await pipe.exec()) ?? []).map(([, v]) => Number(v) === 1);
+    if (Date.now() - this.connectedAt < this.ttlMs + this.refreshMs) return own;
     let closed = own;
     for (let i = 0; i < nodes.length; i++) {
       if (alive[i] || this.stopped) continue;

@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest";
 import {
   base64Implementation,
   decodeBase64,
+  decodeBase64Ascii,
   decodeBase64Portable,
   encodeBase64,
   encodeBase64Portable,
@@ -66,6 +67,44 @@ describe.each(impls)("base64 (%s)", (_name, encode, decode) => {
     ["missing padding", "Zg"],
   ])("rejects %s with EINVAL", (_why, text) => {
     expect(() => decode(text)).toThrow(expect.objectContaining({ code: "EINVAL" }));
+  });
+});
+
+describe("decodeBase64Ascii (the decoder's fast path for ASCII text)", () => {
+  const outcome = (f: (t: string) => Uint8Array, t: string) => {
+    try {
+      return Array.from(f(t));
+    } catch (e) {
+      return (e as { code?: string }).code;
+    }
+  };
+  it("accepts and rejects exactly what the strict portable decoder does (property)", () => {
+    const junk = fc.constantFrom(
+      "=",
+      "-",
+      "_",
+      " ",
+      "\n",
+      "*",
+      "\ufffd",
+      "\u0000",
+      "A",
+      "g",
+      "/",
+      "+",
+    );
+    const valid = fc.uint8Array({ maxLength: 40 }).map(encodeBase64Portable);
+    const mutated = fc.tuple(valid, fc.nat(), junk, fc.boolean()).map(([t, p, c, ins]) => {
+      const i = p % (t.length + 1);
+      return t.slice(0, i) + c + t.slice(ins ? i : i + 1);
+    });
+    const random = fc.array(junk, { maxLength: 12 }).map((a) => a.join(""));
+    fc.assert(
+      fc.property(fc.oneof(valid, mutated, mutated, random), (t) => {
+        expect(outcome(decodeBase64Ascii, t)).toEqual(outcome(decodeBase64Portable, t));
+      }),
+      { numRuns: 3000 },
+    );
   });
 });
 

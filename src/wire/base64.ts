@@ -179,3 +179,39 @@ export const decodeBase64: (text: string) => Uint8Array =
           return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
         }
       : decodeBase64Portable;
+
+/**
+ * `decodeBase64` for text whose every character is ASCII or U+FFFD (the
+ * caller knows: e.g. text decoded from as many bytes as it has characters).
+ * Same result and errors, about 2x faster on Node: instead of re-encoding to
+ * prove the input canonical, it checks what Buffer's lenient decoder could
+ * have glossed over. On ASCII input that decoder skips characters outside
+ * its alphabet (so fewer bytes come out than the length implies), stops at
+ * a "=" (same), and reads "-" and "_" as 62 and 63 (checked apart); U+FFFD
+ * maps to no letter (skipped). Pad bits are checked here. A property test
+ * holds this equal to the portable strict decoder.
+ */
+export const decodeBase64Ascii: (text: string) => Uint8Array =
+  NodeBuffer === undefined || typeof nativeFromBase64 === "function"
+    ? decodeBase64
+    : (text) => {
+        const len = text.length;
+        if (len % 4 !== 0) throw invalid("length is not a multiple of 4");
+        let pad = 0;
+        if (len > 0 && text.charCodeAt(len - 1) === PAD) {
+          pad = text.charCodeAt(len - 2) === PAD ? 2 : 1;
+          const last = DEC[text.charCodeAt(len - 1 - pad) & 0xff]!;
+          if (last < 0 || (pad === 2 ? last & 15 : last & 3) !== 0) {
+            throw invalid("bad character or non-zero pad bits");
+          }
+        }
+        const out = NodeBuffer.from(text, "base64");
+        if (
+          out.length !== (len / 4) * 3 - pad ||
+          text.indexOf("-") !== -1 ||
+          text.indexOf("_") !== -1
+        ) {
+          throw invalid("bad character or padding");
+        }
+        return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
+      };

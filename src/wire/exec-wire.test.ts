@@ -405,6 +405,19 @@ describe("exec-wire decoding: malformed lines", () => {
     }
   });
 
+  it("rejects a raw invalid byte inside a b64 value (U+FFFD is not base64), in any chunking", () => {
+    const all = concat([
+      bytes('{"id":"r1","seq":1,"name":"stdout","enc":"b64","value":"AP'),
+      Uint8Array.of(0x80),
+      bytes('+"}\n'),
+    ]);
+    for (const chunks of [[all], oneByteChunks(all)]) {
+      const { error } = decodeAll(chunks);
+      expect(error?.code).toBe("EINVAL");
+      expect(error?.message).toContain("base64");
+    }
+  });
+
   it("quotes at most 120 characters of a long malformed line", () => {
     const bad = `{"id":"${"é".repeat(300)}`;
     const { error } = decodeAll([bytes(`${bad}\n`)]);

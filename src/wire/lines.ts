@@ -32,6 +32,27 @@ const EXCERPT_HEAD_BYTES = EXCERPT_CHARS * 4;
 
 const excerptDecoder = new TextDecoder("utf-8", { ignoreBOM: true });
 
+// Byte search. V8's TypedArray#indexOf is a plain loop (~0.45 GB/s here);
+// Node's Buffer#indexOf is memchr (~40 GB/s) and works on any Uint8Array.
+// Found through globalThis so this module needs no `node:` import.
+type ByteSearch = (this: Uint8Array, value: number, from?: number) => number;
+const NodeBufferProto = (globalThis as { Buffer?: { prototype: Uint8Array } }).Buffer?.prototype as
+  | { indexOf: ByteSearch; lastIndexOf: ByteSearch }
+  | undefined;
+const nativeIndexOf: ByteSearch = NodeBufferProto?.indexOf ?? Uint8Array.prototype.indexOf;
+const nativeLastIndexOf: ByteSearch =
+  NodeBufferProto?.lastIndexOf ?? Uint8Array.prototype.lastIndexOf;
+
+/** Index of the first `byte` in `bytes` at or after `from`, or -1 (memchr speed on Node). */
+export function indexOfByte(bytes: Uint8Array, byte: number, from = 0): number {
+  return from >= bytes.length ? -1 : nativeIndexOf.call(bytes, byte, from);
+}
+
+/** Index of the last `byte` in `bytes`, or -1. */
+export function lastIndexOfByte(bytes: Uint8Array, byte: number): number {
+  return bytes.length === 0 ? -1 : nativeLastIndexOf.call(bytes, byte);
+}
+
 /**
  * At most `EXCERPT_CHARS` UTF-16 code units of `text`, never ending in half
  * of a surrogate pair (so the excerpt is always well-formed text).
@@ -210,7 +231,7 @@ export class LineSplitter {
     const n = chunk.length;
     let pos = 0;
     while (pos < n) {
-      const lf = chunk.indexOf(LF, pos);
+      const lf = indexOfByte(chunk, LF, pos);
       if (lf === -1) {
         this.#buffer(chunk, pos, n);
         return;

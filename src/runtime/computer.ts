@@ -123,6 +123,14 @@ const READ_BATCH = 64;
 /** Bound on waiting for EOF after the group was SIGKILLed (writers outside the group). */
 const POST_KILL_DRAIN_MS = 1000;
 
+/** A subscriber parked waiting for output, as the heartbeat ticker sees it. */
+interface IdleSub {
+  since: number;
+  info: ExecRecord | undefined;
+  live: LocalExec | undefined;
+  beat(): void;
+}
+
 interface Subscriber {
   /** Seq of the last event handed to the consumer. */
   pos: number;
@@ -207,7 +215,8 @@ export class Computer implements ComputerApi {
   private closing: Promise<void> | null = null;
   /** The log once open (the hot path skips awaiting logP). */
   private logObj: EventLog | undefined;
-  private readonly idle = new Set<{ since: number; beat: () => void }>();
+  /** Subscribers parked in waitFor that want heartbeats. */
+  readonly idle = new Set<IdleSub>();
   private ticker: ReturnType<typeof setInterval> | undefined;
   /** Lag (bytes) above which the child's pipes pause, and below which they resume. */
   private readonly pauseAt: number;
@@ -447,7 +456,29 @@ export class Computer implements ComputerApi {
     let buf: LoggedEvent[] = [];
     let bi = 0;
     let done = false;
-    let waiting: Promise<void> | null = null;
+    const hb: IdleSub | null = wantHeartbeats
+      ? {
+          since: 0,
+          info: undefined,
+          live: undefined,
+          beat: () => {
+            if (done || !hb!.info) return;
+            const t = Date.now();
+            lastSeenAt = hb!.since = t;
+            const info = hb!.info;
+            ctl.enqueue({
+              id,
+              seq: cursor.pos,
+              name: "heartbeat",
+              value: {
+                pid: info.pid ?? 0,
+                elapsedMs: t - info.startedAt,
+                lastOutputMs: t - (hb!.live ? hb!.live.lastOutputAt : lastEventAt),
+              },
+            });
+          },
+        }
+      : null;
     /** Last time anything (event or heartbeat) was handed out, and the last logged event. */
     let lastSeenAt = Date.now();
     let lastEventAt = lastSeenAt;
@@ -554,31 +585,18 @@ export class Computer implements ComputerApi {
               }
               // No abort signal for a local execution: its waiter is woken by its
               // next output or exit anyway, and signal listeners cost per wait.
-              waiting ??= log
-                .waitFor(id, cursor.pos, live ? undefined : inner.signal)
-                .finally(() => {
-                  waiting = null;
-                });
-              if (!wantHeartbeats) {
-                await waiting;
-                continue;
+              // While parked, the computer's shared ticker may hand out
+              // heartbeats on this stream (they answer the pending read).
+              if (hb) {
+                hb.since = lastSeenAt;
+                hb.info = live?.rec ?? rec!;
+                hb.live = live;
+                computer.parkIdle(hb);
               }
-              const beat = await computer.beatOrWake(waiting, lastSeenAt);
-              if (beat && !done) {
-                const info = live?.rec ?? rec!;
-                const t = Date.now();
-                lastSeenAt = t;
-                controller.enqueue({
-                  id,
-                  seq: cursor.pos,
-                  name: "heartbeat",
-                  value: {
-                    pid: info.pid ?? 0,
-                    elapsedMs: t - info.startedAt,
-                    lastOutputMs: t - (live ? live.lastOutputAt : lastEventAt),
-                  },
-                });
-                return;
+              try {
+                await log.waitFor(id, cursor.pos, live ? undefined : inner.signal);
+              } finally {
+                if (hb) computer.idle.delete(hb);
               }
             }
           } catch (err) {
@@ -642,44 +660,20 @@ export class Computer implements ComputerApi {
     return this.record(id);
   }
 
-  /**
-   * Resolves false when `waiting` settles, true when the subscriber has been
-   * idle (nothing handed out since `since`) for heartbeatMs. One shared ticker
-   * serves every idle subscriber, instead of a timer armed and cleared per wait.
-   */
-  beatOrWake(waiting: Promise<void>, since: number): Promise<boolean> {
-    return new Promise<boolean>((resolve, reject) => {
-      const w = {
-        since,
-        beat: () => {
-          this.idle.delete(w);
-          resolve(true);
-        },
-      };
-      this.idle.add(w);
-      if (!this.ticker) {
-        const every = Math.max(10, Math.floor(this.opts.heartbeatMs / 4));
-        this.ticker = setInterval(() => {
-          const now = Date.now();
-          for (const x of [...this.idle]) if (now - x.since >= this.opts.heartbeatMs) x.beat();
-          if (this.idle.size === 0 && this.ticker) {
-            clearInterval(this.ticker);
-            this.ticker = undefined;
-          }
-        }, every);
-        this.ticker.unref?.();
+  /** Register a parked subscriber with the shared heartbeat ticker (one timer for all). */
+  parkIdle(sub: IdleSub): void {
+    this.idle.add(sub);
+    if (this.ticker) return;
+    const every = Math.max(10, Math.floor(this.opts.heartbeatMs / 4));
+    this.ticker = setInterval(() => {
+      const now = Date.now();
+      for (const x of this.idle) if (now - x.since >= this.opts.heartbeatMs) x.beat();
+      if (this.idle.size === 0 && this.ticker) {
+        clearInterval(this.ticker);
+        this.ticker = undefined;
       }
-      waiting.then(
-        () => {
-          this.idle.delete(w);
-          resolve(false);
-        },
-        (err) => {
-          this.idle.delete(w);
-          reject(err);
-        },
-      );
-    });
+    }, every);
+    this.ticker.unref?.();
   }
 
   // ---- internals ----------------------------------------------------------

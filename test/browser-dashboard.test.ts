@@ -113,6 +113,18 @@ describe.skipIf(!haveChromium)("dashboard in Chromium", () => {
     await page.locator('#conn[data-state="open"]').waitFor();
     await page.locator('[data-component="RunForm"] input').waitFor();
 
+    // Several commands running at once: the page must stay live with all of them
+    // (a browser allows only 6 connections per host; terminals share one socket).
+    const background: string[] = [];
+    for (let n = 0; n < 7; n++) {
+      const r = (await api("/v1/execs", {
+        method: "POST",
+        body: JSON.stringify({
+          command: `for i in $(seq 1 200); do echo bg${n} tick $i; sleep 0.3; done`,
+        }),
+      })) as { id: string };
+      background.push(r.id);
+    }
     const script =
       "for i in $(seq 1 40); do printf '\\033[32mline %s ✓ grün\\033[0m \\033[1;31mred\\033[0m\\n' $i; sleep 0.25; done";
     const { id } = (await api("/v1/execs", {
@@ -147,6 +159,21 @@ describe.skipIf(!haveChromium)("dashboard in Chromium", () => {
     expect(after.state).toBe("killed");
     expect(alive(rec.pid)).toBe(false);
     expect(await term.locator('button[data-action="kill"]').isHidden()).toBe(true);
+
+    // every background terminal streams too
+    for (const [n, bgId] of background.entries()) {
+      await page.waitForFunction(
+        ([execId, needle]) => {
+          const el = document.querySelector(`.term[data-exec-id="${execId}"]`) as HTMLElement & {
+            terminalText?: () => string;
+          };
+          return el?.terminalText?.().includes(needle!);
+        },
+        [bgId, `bg${n} tick 2`],
+      );
+    }
+    for (const bgId of background)
+      await api(`/v1/execs/${bgId}/kill`, { method: "POST", body: "{}" });
 
     // the form runs a command
     await page

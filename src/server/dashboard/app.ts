@@ -4,8 +4,8 @@
 // channel. Everything shown comes from render/update/destroy commands; every
 // action (run, kill) goes back as a UI event the server acts on.
 //
-// Terminal output is read straight from the execution's own SSE stream
-// (`/v1/execs/:id/events`, resumable by Last-Event-ID), decoded as UTF-8 with
+// Terminal output is read straight from the executions' own event streams
+// (one multiplexed WebSocket, /v1/ws, resumable by seq), decoded as UTF-8 with
 // a streaming decoder and written to xterm.js, so ANSI colours and Unicode
 // render as in a terminal. Control bytes a terminal would not print (NUL and
 // friends, which binary output is full of) are shown as visible symbols
@@ -217,6 +217,99 @@ function b64bytes(b64: string): Uint8Array {
   return out;
 }
 
+interface ExecFrame {
+  id?: string;
+  seq?: number;
+  name: string;
+  enc?: string;
+  value?: unknown;
+  signal?: string;
+  reason?: string;
+  code?: string;
+}
+
+/**
+ * All terminals share ONE WebSocket to /v1/ws (executions multiplexed by id):
+ * a browser allows only 6 HTTP/1.1 connections per host, so one EventSource
+ * per terminal would starve the page (and its relay stream) with a handful of
+ * running commands. Each subscription remembers its last seq; after a
+ * reconnect it resumes from there, so output is neither lost nor repeated.
+ */
+class ExecStreams {
+  private ws: WebSocket | undefined;
+  private readonly subs = new Map<
+    string,
+    { onFrame: (f: ExecFrame) => void; lastSeq: number; done: boolean }
+  >();
+  private retryMs = 250;
+
+  subscribe(id: string, onFrame: (f: ExecFrame) => void): () => void {
+    this.subs.set(id, { onFrame, lastSeq: 0, done: false });
+    this.ensure();
+    this.sendSub(id);
+    return () => {
+      const s = this.subs.get(id);
+      this.subs.delete(id);
+      if (s && !s.done) this.send({ type: "unsubscribe", id });
+    };
+  }
+
+  private send(msg: unknown) {
+    if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(msg));
+  }
+
+  private sendSub(id: string) {
+    const s = this.subs.get(id);
+    if (!s || s.done) return;
+    this.send(
+      s.lastSeq > 0
+        ? { type: "resume", id, after: s.lastSeq }
+        : { type: "subscribe", id, after: 0, heartbeats: false },
+    );
+  }
+
+  private ensure() {
+    if (this.ws) return;
+    const ws = new WebSocket(
+      `${location.protocol === "https:" ? "wss:" : "ws:"}//${location.host}/v1/ws`,
+    );
+    this.ws = ws;
+    ws.onopen = () => {
+      this.retryMs = 250;
+      for (const id of this.subs.keys()) this.sendSub(id);
+    };
+    ws.onmessage = (ev) => {
+      for (const line of String(ev.data).split("\n")) {
+        if (line === "") continue;
+        let f: ExecFrame;
+        try {
+          f = JSON.parse(line);
+        } catch {
+          continue;
+        }
+        const s = f.id === undefined ? undefined : this.subs.get(f.id);
+        if (!s || s.done) continue;
+        if (typeof f.seq === "number") {
+          if (f.seq <= s.lastSeq) continue; // already shown (defensive: resume never repeats)
+          if (f.name !== "heartbeat") s.lastSeq = f.seq;
+        }
+        if (f.name === "heartbeat") continue;
+        if (f.name === "exit" || f.name === "error") s.done = true;
+        s.onFrame(f);
+      }
+    };
+    ws.onclose = () => {
+      this.ws = undefined;
+      if ([...this.subs.values()].some((s) => !s.done)) {
+        setTimeout(() => this.ensure(), this.retryMs);
+        this.retryMs = Math.min(this.retryMs * 2, 5000);
+      }
+    };
+  }
+}
+
+const execStreams = new ExecStreams();
+
 const Terminal: AAtUIComponent = {
   mount(el, props, emit) {
     const execId = String(props.execId);
@@ -267,29 +360,24 @@ const Terminal: AAtUIComponent = {
     (el as HTMLElement & { terminalText?: () => string }).terminalText = () => written;
 
     const decoders = { stdout: new TextDecoder(), stderr: new TextDecoder() };
-    const es = new EventSource(`/v1/execs/${encodeURIComponent(execId)}/events?heartbeats=0`);
-    const onOutput = (ev: MessageEvent) => {
-      const f = JSON.parse(ev.data) as { name: "stdout" | "stderr"; enc?: string; value: string };
-      const text =
-        f.enc === "utf8" ? f.value : decoders[f.name].decode(b64bytes(f.value), { stream: true });
-      write(printable(text));
-    };
-    es.addEventListener("stdout", onOutput as EventListener);
-    es.addEventListener("stderr", onOutput as EventListener);
-    es.addEventListener("exit", ((ev: MessageEvent) => {
-      const f = JSON.parse(ev.data) as { value: number; signal?: string; reason?: string };
-      const why =
-        f.reason === "killed"
-          ? `killed${f.signal ? ` (${f.signal})` : ""}`
-          : f.reason === "timeout"
-            ? "timed out"
-            : `exited with code ${f.value}`;
-      write(`\r\n\x1b[2m── ${why} ──\x1b[0m\r\n`);
-    }) as EventListener);
-    es.addEventListener("end", () => es.close());
-    es.addEventListener("error", () => {
-      if (es.readyState === EventSource.CLOSED)
-        write("\r\n\x1b[2m(output stream unavailable)\x1b[0m\r\n");
+    const unsubscribe = execStreams.subscribe(execId, (f) => {
+      if (f.name === "stdout" || f.name === "stderr") {
+        const text =
+          f.enc === "utf8"
+            ? String(f.value)
+            : decoders[f.name].decode(b64bytes(String(f.value)), { stream: true });
+        write(printable(text));
+      } else if (f.name === "exit") {
+        const why =
+          f.reason === "killed"
+            ? `killed${f.signal ? ` (${f.signal})` : ""}`
+            : f.reason === "timeout"
+              ? "timed out"
+              : `exited with code ${f.value}`;
+        write(`\r\n\x1b[2m── ${why} ──\x1b[0m\r\n`);
+      } else if (f.name === "error") {
+        write(`\r\n\x1b[2m(output unavailable: ${f.code ?? "error"})\x1b[0m\r\n`);
+      }
     });
 
     const apply = (p: Record<string, unknown>) => {
@@ -302,7 +390,7 @@ const Terminal: AAtUIComponent = {
     return {
       update: apply,
       destroy() {
-        es.close();
+        unsubscribe();
         term?.dispose();
       },
     };

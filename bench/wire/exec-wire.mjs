@@ -1,0 +1,400 @@
+// exec-wire codec benchmark (issue 2): ours vs a plain baseline decoder
+// (bench/wire/baseline-exec-wire.mjs), split2 + JSON.parse and ndjson, on the
+// same inputs, each case in its own fresh process (so one case's garbage and
+// JIT state cannot tilt the next), warm-up then several timed iterations,
+// median reported. Quadratic peers on the long-line workloads run once under
+// a time cap and are reported as ">Ns" when they hit it.
+//
+// Usage: npm run bench:wire   (or: node bench/wire/exec-wire.mjs after a build)
+//        node bench/wire/exec-wire.mjs --quick   (fewer iterations)
+
+import { spawn } from "node:child_process";
+import { Readable } from "node:stream";
+import { fileURLToPath } from "node:url";
+
+const SELF = fileURLToPath(import.meta.url);
+const MiB = 1024 * 1024;
+
+// ---------------------------------------------------------------------------
+// Inputs (deterministic)
+
+function rng(seed) {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const WORDS =
+  "the quick brown fox jumps over lazy dog build test ok error warn info debug compiling linking done".split(
+    " ",
+  );
+
+function textEvents(n) {
+  const r = rng(1);
+  const evs = new Array(n);
+  for (let i = 0; i < n; i++) {
+    let t = `[${i}]`;
+    while (t.length < 99) t += ` ${WORDS[(r() * WORDS.length) | 0]}`;
+    evs[i] = { id: "exec_7f3a9c21", seq: i + 1, name: "stdout", value: `${t.slice(0, 99)}\n` };
+  }
+  return evs;
+}
+
+function binaryEvents(n, size) {
+  const r = rng(2);
+  const evs = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const b = new Uint8Array(size);
+    for (let j = 0; j < size; j++) b[j] = (r() * 256) | 0;
+    evs[i] = { id: "exec_7f3a9c21", seq: i + 1, name: "stdout", value: b };
+  }
+  return evs;
+}
+
+function bigTextEvent(bytes) {
+  const r = rng(3);
+  const parts = [];
+  let len = 0;
+  while (len < bytes) {
+    const w = WORDS[(r() * WORDS.length) | 0];
+    parts.push(w);
+    len += w.length + 1;
+  }
+  return [{ id: "exec_7f3a9c21", seq: 1, name: "stdout", value: parts.join(" ").slice(0, bytes) }];
+}
+
+function concat(arrays) {
+  let n = 0;
+  for (const a of arrays) n += a.length;
+  const out = new Uint8Array(n);
+  let o = 0;
+  for (const a of arrays) {
+    out.set(a, o);
+    o += a.length;
+  }
+  return out;
+}
+
+function chunk(bytes, size) {
+  const out = [];
+  for (let i = 0; i < bytes.length; i += size) out.push(bytes.slice(i, i + size));
+  return out;
+}
+
+function streamOf(chunks) {
+  let i = 0;
+  return new ReadableStream({
+    pull(c) {
+      if (i < chunks.length) c.enqueue(chunks[i++]);
+      else c.close();
+    },
+  });
+}
+
+const WORKLOADS = {
+  text100: {
+    desc: "200,000 stdout events of ~100 B text, 64 KiB chunks",
+    events: () => textEvents(200_000),
+    chunk: 64 * 1024,
+  },
+  bin64k: {
+    desc: "2,000 events of 64 KiB random bytes (b64), 64 KiB chunks",
+    events: () => binaryEvents(2000, 64 * 1024),
+    chunk: 64 * 1024,
+  },
+  line8m_1k: {
+    desc: "one 8 MiB text event in 1 KiB chunks",
+    events: () => bigTextEvent(8 * MiB),
+    chunk: 1024,
+  },
+  line8m_64k: {
+    desc: "the same 8 MiB event in 64 KiB chunks",
+    events: () => bigTextEvent(8 * MiB),
+    chunk: 64 * 1024,
+  },
+  line256k_1b: {
+    desc: "one 256 KiB text event in 1-byte chunks",
+    events: () => bigTextEvent(256 * 1024),
+    chunk: 1,
+  },
+  enc_text: { desc: "encode 200,000 ~100 B text events", events: () => textEvents(200_000) },
+  enc_bin: {
+    desc: "encode 300 events of 64 KiB random bytes",
+    events: () => binaryEvents(300, 64 * 1024),
+  },
+};
+
+// ---------------------------------------------------------------------------
+// Implementations (each returns the number of events it produced)
+
+async function drain(stream) {
+  const r = stream.getReader();
+  let n = 0;
+  for (;;) {
+    const { done } = await r.read();
+    if (done) return n;
+    n++;
+  }
+}
+
+async function drainNode(readable) {
+  let n = 0;
+  for await (const _ of readable) n++;
+  return n;
+}
+
+async function loadImpls() {
+  const wire = await import("../../dist/wire/index.js");
+  const { baselineDecode, baselineEncode } = await import("./baseline-exec-wire.mjs");
+  const { default: split2 } = await import("split2");
+  const { default: ndjson } = await import("ndjson");
+  return {
+    ours_stream: (chunks) => drain(wire.decodeExecEvents(streamOf(chunks))),
+    ours_push: async (chunks) => {
+      const d = new wire.ExecWireDecoder();
+      const r = streamOf(chunks).getReader();
+      let n = 0;
+      for (;;) {
+        const { done, value } = await r.read();
+        if (done) break;
+        n += d.push(value).length;
+      }
+      return n + d.end().length;
+    },
+    baseline: (chunks) => drain(baselineDecode(streamOf(chunks))),
+    split2: (chunks) => drainNode(Readable.fromWeb(streamOf(chunks)).pipe(split2(JSON.parse))),
+    ndjson: (chunks) => drainNode(Readable.fromWeb(streamOf(chunks)).pipe(ndjson.parse())),
+    passthrough: (chunks) => drain(streamOf(chunks)),
+    ours_encode: (events) => {
+      let bytes = 0;
+      for (const ev of events) bytes += wire.encodeExecEvent(ev).length;
+      return bytes;
+    },
+    baseline_encode: (events) => {
+      let bytes = 0;
+      for (const ev of events) bytes += baselineEncode(ev).length;
+      return bytes;
+    },
+    wire,
+  };
+}
+
+// ---------------------------------------------------------------------------
+// Child: one (workload, impl) case
+
+async function child(workload, impl, iterations, budgetMs) {
+  const impls = await loadImpls();
+  const w = WORKLOADS[workload];
+  const events = w.events();
+  const encoding = impl.endsWith("_encode");
+  let input;
+  let bytes;
+  if (encoding) {
+    input = events;
+    bytes = 0;
+    for (const ev of events) bytes += impls.wire.encodeExecEvent(ev).length;
+  } else {
+    const all = concat(events.map((ev) => impls.wire.encodeExecEvent(ev)));
+    bytes = all.length;
+    input = chunk(all, w.chunk);
+  }
+  const f = impls[impl];
+  const times = [];
+  let count = 0;
+  const start = performance.now();
+  for (let i = 0; i < iterations; i++) {
+    const t0 = performance.now();
+    count = await f(input);
+    times.push(performance.now() - t0);
+    if (performance.now() - start > budgetMs && times.length >= 2) break;
+  }
+  if (!encoding && impl !== "passthrough" && count !== events.length) {
+    throw new Error(`${impl} on ${workload}: ${count} events, expected ${events.length}`);
+  }
+  // First run is warm-up when there are several.
+  const timed = times.length > 1 ? times.slice(1) : times;
+  timed.sort((a, b) => a - b);
+  const median = timed[timed.length >> 1];
+  process.stdout.write(
+    `${JSON.stringify({ median, runs: timed.length, bytes, events: events.length })}\n`,
+  );
+}
+
+// ---------------------------------------------------------------------------
+// Parent: run every case in its own process, print the table
+
+function runCase(workload, impl, { iterations, budgetMs, capMs }) {
+  return new Promise((resolve) => {
+    const p = spawn(
+      process.execPath,
+      [SELF, "--child", workload, impl, String(iterations), String(budgetMs)],
+      {
+        stdio: ["ignore", "pipe", "inherit"],
+      },
+    );
+    let out = "";
+    p.stdout.on("data", (d) => {
+      out += d;
+    });
+    const timer = setTimeout(() => p.kill("SIGKILL"), capMs);
+    p.on("exit", (code, signal) => {
+      clearTimeout(timer);
+      if (signal === "SIGKILL") resolve({ capped: capMs });
+      else if (code !== 0) resolve({ failed: code });
+      else resolve(JSON.parse(out.trim().split("\n").pop()));
+    });
+  });
+}
+
+async function parent(quick) {
+  const it = quick ? 3 : 6; // includes one warm-up
+  const normal = { iterations: it, budgetMs: 8_000, capMs: 60_000 };
+  const once = (capMs) => ({ iterations: 1, budgetMs: 0, capMs });
+  const plan = [
+    ["text100", "ours_stream", normal],
+    ["text100", "ours_push", normal],
+    ["text100", "baseline", normal],
+    ["text100", "split2", normal],
+    ["text100", "ndjson", normal],
+    ["bin64k", "ours_stream", normal],
+    ["bin64k", "ours_push", normal],
+    ["bin64k", "baseline", { iterations: 3, budgetMs: 8_000, capMs: 60_000 }],
+    ["bin64k", "split2", normal],
+    ["bin64k", "ndjson", normal],
+    ["line8m_1k", "ours_stream", normal],
+    ["line8m_64k", "ours_stream", normal],
+    ["line8m_1k", "baseline", once(10_000)],
+    ["line8m_1k", "split2", once(10_000)],
+    ["line8m_1k", "ndjson", once(10_000)],
+    ["line256k_1b", "ours_stream", normal],
+    ["line256k_1b", "passthrough", normal],
+    ["line256k_1b", "baseline", once(6_000)],
+    ["line256k_1b", "split2", once(6_000)],
+    ["line256k_1b", "ndjson", once(6_000)],
+    ["enc_text", "ours_encode", normal],
+    ["enc_text", "baseline_encode", normal],
+    ["enc_bin", "ours_encode", normal],
+    ["enc_bin", "baseline_encode", { iterations: 3, budgetMs: 8_000, capMs: 60_000 }],
+  ];
+  const results = {};
+  const t0 = performance.now();
+  for (const [w, impl, opts] of plan) {
+    const r = await runCase(w, impl, opts);
+    (results[w] ??= {})[impl] = r;
+    process.stderr.write(`  ${w} ${impl}: ${fmtTime(r)}\n`);
+  }
+
+  const rows = [];
+  for (const [w, impls] of Object.entries(results)) {
+    for (const [impl, r] of Object.entries(impls)) {
+      const mbps = r.median ? (r.bytes / MiB / (r.median / 1000)).toFixed(0) : "";
+      const evps =
+        r.median && !w.startsWith("enc")
+          ? Math.round(r.events / (r.median / 1000)).toLocaleString("en-US")
+          : "";
+      rows.push([w, impl, fmtTime(r), mbps, evps, r.runs ?? ""]);
+    }
+  }
+  const header = ["workload", "implementation", "median", "MiB/s", "events/s", "runs"];
+  console.log(`\nexec-wire benchmark, Node ${process.version}, ${new Date().toISOString()}`);
+  for (const [k, w] of Object.entries(WORKLOADS)) console.log(`  ${k}: ${w.desc}`);
+  console.log(`\n${table([header, ...rows])}`);
+
+  const m = (w, i) => results[w]?.[i]?.median;
+  const ratio = (a, b) => (a && b ? b / a : undefined);
+  const lower = (w, i) => m(w, i) ?? results[w]?.[i]?.capped; // capped: a lower bound
+  const targets = [
+    [
+      "decode text: stream vs baseline",
+      ratio(m("text100", "ours_stream"), m("text100", "baseline")),
+      ">=",
+      2,
+    ],
+    [
+      "decode text: push vs split2 (events/s)",
+      ratio(m("text100", "ours_push"), m("text100", "split2")),
+      ">=",
+      1.5,
+    ],
+    [
+      "decode 64 KiB binary: stream vs baseline",
+      ratio(m("bin64k", "ours_stream"), m("bin64k", "baseline")),
+      ">=",
+      5,
+    ],
+    [
+      "linear: 8 MiB line 1 KiB / 64 KiB chunks",
+      ratio(m("line8m_64k", "ours_stream"), m("line8m_1k", "ours_stream")),
+      "<=",
+      3,
+    ],
+    [
+      "linear: 256 KiB line 1-byte chunks / pass-through",
+      ratio(m("line256k_1b", "passthrough"), m("line256k_1b", "ours_stream")),
+      "<=",
+      3,
+    ],
+    [
+      "encode text: ours vs baseline",
+      ratio(m("enc_text", "ours_encode"), m("enc_text", "baseline_encode")),
+      ">=",
+      2,
+    ],
+    [
+      "encode 64 KiB binary: ours vs baseline",
+      ratio(m("enc_bin", "ours_encode"), m("enc_bin", "baseline_encode")),
+      ">=",
+      10,
+    ],
+  ];
+  const trows = targets.map(([name, r, op, target]) => {
+    const met = r === undefined ? "?" : op === ">=" ? r >= target : r <= target;
+    return [
+      name,
+      r === undefined ? "n/a" : `${r.toFixed(2)}x`,
+      `${op} ${target}x`,
+      met === true ? "met" : met === false ? "MISSED" : "?",
+    ];
+  });
+  console.log(
+    `\nTargets (ratios of medians in this run)\n${table([["target", "measured", "needed", ""], ...trows])}`,
+  );
+  const extra = [
+    ["line8m_1k: baseline / ours", lower("line8m_1k", "baseline"), m("line8m_1k", "ours_stream")],
+    ["line8m_1k: split2 / ours", lower("line8m_1k", "split2"), m("line8m_1k", "ours_stream")],
+    ["line8m_1k: ndjson / ours", lower("line8m_1k", "ndjson"), m("line8m_1k", "ours_stream")],
+    ["text100: push vs ndjson", m("text100", "ndjson"), m("text100", "ours_push")],
+    ["bin64k: stream vs split2", m("bin64k", "split2"), m("bin64k", "ours_stream")],
+  ].map(([n, a, b]) => [n, a && b ? `${(a / b).toFixed(1)}x` : "n/a"]);
+  console.log(
+    `\nOther ratios (">" when the peer hit its time cap)\n${table([["comparison", "ours faster by"], ...extra])}`,
+  );
+  console.log(`\ntotal bench time ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+}
+
+function fmtTime(r) {
+  if (r.capped) return `>${r.capped / 1000}s`;
+  if (r.failed !== undefined) return `failed(${r.failed})`;
+  return r.median >= 1000 ? `${(r.median / 1000).toFixed(2)} s` : `${r.median.toFixed(1)} ms`;
+}
+
+function table(rows) {
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
+  const line = (r) => `| ${r.map((c, i) => String(c).padEnd(widths[i])).join(" | ")} |`;
+  return [
+    line(rows[0]),
+    `|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`,
+    ...rows.slice(1).map(line),
+  ].join("\n");
+}
+
+if (process.argv[2] === "--child") {
+  await child(process.argv[3], process.argv[4], Number(process.argv[5]), Number(process.argv[6]));
+} else {
+  await parent(process.argv.includes("--quick"));
+}

@@ -4,7 +4,8 @@
 //   components (RunForm, ExecTable, Terminal, Notice); it renders nothing on
 //   its own. A server-side driver here publishes render/update/destroy to the
 //   `dashboard` channel from the computer's state (observer hooks for
-//   promptness, a 1 s `list()` sweep as the safety net), and turns the UI
+//   promptness, a 1 s `list()` sweep while a page is connected as the safety
+//   net), and turns the UI
 //   events pages send back (`Terminal:kill`, `ExecTable:kill`, `RunForm:run`)
 //   into kills and execs. Any number of pages, opened at any time, show the
 //   same state: the relay replays the channel's compacted state.
@@ -109,7 +110,11 @@ export class DashboardDriver implements Dashboard {
       params: { rows: [] },
     }).widgetId;
     this.unsubscribe = this.channel.onEvent((ev) => void this.onEvent(ev));
-    this.timer = setInterval(() => void this.refresh(), opts.sweepMs);
+    // The sweep runs only while a page is watching: hooks keep the state current
+    // otherwise, and a list() per second on a shared (Redis) log is not free.
+    this.timer = setInterval(() => {
+      if (this.channel.subscriberCount > 0) void this.refresh();
+    }, opts.sweepMs);
     this.timer.unref?.();
     void this.refresh();
   }

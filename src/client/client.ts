@@ -114,8 +114,14 @@ function encodePath(p: string): string {
 /** Error codes that mean "try again later", for event streams and result(). */
 function retryable(err: unknown): boolean {
   const code = (err as { code?: unknown })?.code;
+  // ELAGGING: the server cut us for reading too slowly; the log still has the
+  // events (or the resume gets 410 ELOG_TRUNCATED, which is surfaced).
   return (
-    code === "ENETWORK" || code === "ECLOSED" || code === "EINTERNAL" || code === "EUNAVAILABLE"
+    code === "ENETWORK" ||
+    code === "ECLOSED" ||
+    code === "EINTERNAL" ||
+    code === "ELAGGING" ||
+    code === "EUNAVAILABLE"
   );
 }
 

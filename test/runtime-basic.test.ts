@@ -140,14 +140,17 @@ describe("Computer: running commands", () => {
   });
 
   it("overlays env on the documented base environment", async () => {
-    const run = await computer.exec('echo "$FOO|$PATH|$AGENT_COMPUTER_EXEC_ID|$SECRET_TOKEN"', {
+    // A secret in the server's environment must not reach commands.
+    process.env.SECRET_TOKEN = "leak";
+    const c = new Computer({ workspace: ws.dir });
+    delete process.env.SECRET_TOKEN;
+    const run = await c.exec('echo "$FOO|$PATH|$AGENT_COMPUTER_EXEC_ID|$SECRET_TOKEN"', {
       env: { FOO: "bar" },
       encoding: "utf8",
       id: "env-1",
     });
-    process.env.SECRET_TOKEN = "leak";
     const out = (await run.result()).stdout as string;
-    delete process.env.SECRET_TOKEN;
+    await c.close();
     const [foo, p, id, secret] = out.trim().split("|");
     expect(foo).toBe("bar");
     expect(p).toContain("/bin");
@@ -186,6 +189,17 @@ describe("Computer: running commands", () => {
     await computer.dispose("listed");
     expect(await codeOf(computer.get("listed"))).toBe("ENOENT");
     expect(await codeOf(computer.dispose("listed"))).toBe("ENOENT");
+  });
+
+  it("bounds result() to the last resultMaxBytes of each stream and says so", async () => {
+    const c = new Computer({ workspace: ws.dir, resultMaxBytes: 1000 });
+    const run = await c.exec("seq 1 10000; echo tail >&2", { encoding: "utf8" });
+    const res = await run.result();
+    const full = Array.from({ length: 10000 }, (_, i) => `${i + 1}\n`).join("");
+    expect(res.stdout).toBe(full.slice(-1000));
+    expect(res.stderr).toBe("tail\n");
+    expect(res.truncated).toBe(true);
+    await c.close();
   });
 
   it("calls observer hooks and close() kills what still runs", async () => {

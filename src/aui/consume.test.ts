@@ -111,6 +111,24 @@ describe("A@UI SSE consumer rules (WIRE.md §3)", () => {
     expect(seen.filter((s) => s[0] === "dispatch")).toHaveLength(3);
   });
 
+  test("rule 3: trimming removes exactly what String.prototype.trim removes", async () => {
+    // Every code unit up to U+30FF (all of JS's whitespace but U+FEFF lives
+    // there) plus the top of the BMP and lone surrogates.
+    const units: number[] = [];
+    for (let c = 0; c < 0x3100; c++) units.push(c);
+    units.push(0xd800, 0xdc00, 0xfeff, 0xfffd, 0xfffe, 0xffff);
+    let text = "";
+    const expected: boolean[] = [];
+    for (const c of units) {
+      if (c === 10) continue; // LF ends the line (rule 1)
+      const ch = String.fromCharCode(c);
+      text += `data:${ch}{"type":"destroy","widgetId":"w"}${ch}\n`;
+      expected.push(ch.trim() === "");
+    }
+    const { seen } = await run([text]);
+    expect(seen.map((s) => s[0] === "dispatch")).toEqual(expected);
+  });
+
   test("rule 4: on [DONE] it returns at once, cancels the stream and reads nothing further", async () => {
     const { seen, adapter } = recorder();
     const src = streamOf([
@@ -359,7 +377,18 @@ function reference(text: string): Seen[] {
   return out;
 }
 
-const pad = fc.constantFrom("", " ", "\t", "  ");
+const pad = fc.constantFrom(
+  "",
+  " ",
+  "\t",
+  "  ",
+  "\u00a0",
+  "\u3000",
+  "\ufeff",
+  "\u2028",
+  "\u200b",
+  "\v",
+);
 const lineArb = fc.oneof(
   {
     weight: 5,

@@ -71,6 +71,23 @@ export type AAtUIStreamSource =
 
 const D = 100; // "d"
 
+/** True for the characters String.prototype.trim removes (ECMAScript WhiteSpace and LineTerminator). */
+function isTrimmed(c: number): boolean {
+  if (c <= 32) return c === 32 || (c >= 9 && c <= 13);
+  if (c < 0xa0) return false;
+  return (
+    c === 0xa0 ||
+    c === 0x1680 ||
+    (c >= 0x2000 && c <= 0x200a) ||
+    c === 0x2028 ||
+    c === 0x2029 ||
+    c === 0x202f ||
+    c === 0x205f ||
+    c === 0x3000 ||
+    c === 0xfeff
+  );
+}
+
 function isThenable(v: unknown): v is PromiseLike<unknown> {
   return (
     v !== null &&
@@ -159,7 +176,13 @@ export class AAtUIStreamConsumer {
       t.charCodeAt(s + 2) === 116 &&
       t.charCodeAt(s + 3) === 97
     ) {
-      this.payload(t.slice(s + 5, e).trim());
+      // Trim by index (the same set of characters as String.prototype.trim)
+      // so the payload is one slice, not a slice plus a trimmed copy.
+      let a = s + 5;
+      let b = e;
+      while (a < b && isTrimmed(t.charCodeAt(a))) a++;
+      while (b > a && isTrimmed(t.charCodeAt(b - 1))) b--;
+      this.payload(t.slice(a, b));
       return;
     }
     const line = (s === 0 && e === t.length ? t : t.slice(s, e)).trim();

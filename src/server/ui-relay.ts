@@ -276,6 +276,14 @@ export class UiChannel {
 
   /** Events with seq > after. Throws ELOG_TRUNCATED when some were dropped. */
   readEvents(after: number, limit = 1000): LoggedUiEvent[] {
+    if (after > this.eventsHead) {
+      throw new HttpError(
+        410,
+        "ELOG_TRUNCATED",
+        `event cursor ${after} is ahead of channel "${this.name}" (${this.eventsHead}); it was restarted`,
+        { earliestSeq: 0 },
+      );
+    }
     const first = this.events[0]?.seq ?? this.eventsHead + 1;
     if (after + 1 < first) {
       throw new HttpError(410, "ELOG_TRUNCATED", `UI events after ${after} were dropped`, {

@@ -24,10 +24,12 @@ const opt = (name, def) => {
 };
 
 async function phase(kind, bytes, n) {
+  let cpu0 = process.cpuUsage();
   const cmd = `head -c ${bytes} /dev/zero`;
   let result;
   if (kind === "raw") {
     const t0 = process.hrtime.bigint();
+    cpu0 = process.cpuUsage();
     let got = 0;
     await new Promise((resolve, reject) => {
       const child = spawn("/bin/sh", ["-c", cmd], { stdio: ["ignore", "pipe", "pipe"] });
@@ -45,6 +47,7 @@ async function phase(kind, bytes, n) {
     const computer = new Computer({ workspace: ws, log });
     await computer.exec("true").then((r) => r.result()); // warm up the log
     const t0 = process.hrtime.bigint();
+    cpu0 = process.cpuUsage();
     const run = await computer.exec(cmd);
     const reader = run.events().getReader();
     let got = 0;
@@ -65,6 +68,7 @@ async function phase(kind, bytes, n) {
       });
     for (let i = 0; i < 20; i++) await once();
     const t0 = process.hrtime.bigint();
+    cpu0 = process.cpuUsage();
     for (let i = 0; i < n; i++) await once();
     result = { perMs: Number(process.hrtime.bigint() - t0) / 1e6 / n };
   } else if (kind === "exec") {
@@ -82,16 +86,18 @@ async function phase(kind, bytes, n) {
     };
     for (let i = 0; i < 20; i++) await once();
     const t0 = process.hrtime.bigint();
+    cpu0 = process.cpuUsage();
     for (let i = 0; i < n; i++) await once();
     result = { perMs: Number(process.hrtime.bigint() - t0) / 1e6 / n };
     await computer.close();
     rmSync(ws, { recursive: true, force: true });
   }
-  const ru = process.resourceUsage();
-  result.maxRssMiB = ru.maxRSS / 1024;
-  // CPU the Node process spent (user + system): robust on a busy machine, where
-  // wall time also measures everyone else's load.
-  result.cpuMs = (ru.userCPUTime + ru.systemCPUTime) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  result.maxRssMiB = process.resourceUsage().maxRSS / 1024;
+  // CPU the Node process spent in the measured part (user + system, all
+  // threads): steadier on a busy machine, where wall time also measures
+  // everyone else's load.
+  result.cpuMs = (cpu.user + cpu.system) / 1000;
   process.stdout.write(`${JSON.stringify(result)}\n`);
 }
 

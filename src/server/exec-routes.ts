@@ -11,11 +11,12 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ExecHandle, ExecOptions, ExecSpec } from "../runtime/types.js";
 import { encodeBase64 } from "../wire/base64.js";
-import { encodeErrorFrame, encodeExecEvent, frameToJson } from "../wire/exec-wire.js";
+import { encodeErrorFrame } from "../wire/exec-wire.js";
 import { formatSseEvent } from "../wire/sse.js";
-import type { ErrorFrame, ExecEvent } from "../wire/types.js";
+import type { ErrorFrame } from "../wire/types.js";
 import { readJsonBody, rejectUnknownFields } from "./body.js";
 import type { ServerDeps } from "./deps.js";
+import { encodeNdjson, encodeSse } from "./encode-cache.js";
 import { HttpError, sendJson, toHttpError } from "./http-errors.js";
 import { type ByteSink, pumpEvents } from "./pump.js";
 import type { RouteContext, Router } from "./router.js";
@@ -158,15 +159,6 @@ function errorFrameOf(id: string, err: unknown): ErrorFrame {
   return frame;
 }
 
-function sseEncode(ev: ExecEvent): Uint8Array {
-  // Heartbeats carry no `id:` so they never move Last-Event-ID (WIRE.md §2).
-  const text =
-    ev.name === "heartbeat"
-      ? formatSseEvent({ event: "heartbeat", data: frameToJson(ev) })
-      : formatSseEvent({ id: ev.seq, event: ev.name, data: frameToJson(ev) });
-  return Buffer.from(text);
-}
-
 /** A ByteSink over an HTTP response: res.write() backpressure, 'close' ends it. */
 export function responseSink(res: ServerResponse): ByteSink & { dispose(): void } {
   let closed = false;
@@ -265,7 +257,7 @@ export async function streamEvents(
   try {
     if (format === "sse") res.write("retry: 1000\n\n");
     const end = await pumpEvents(stream, sink, {
-      encode: format === "sse" ? sseEncode : encodeExecEvent,
+      encode: format === "sse" ? encodeSse : encodeNdjson,
       onBytes: (n) => deps.metrics.bytesStreamed.inc({ transport }, n),
     });
     if (end.kind === "closed" || sink.closed) return;

@@ -18,9 +18,10 @@
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import { type WebSocket, WebSocketServer } from "ws";
-import { encodeErrorFrame, encodeExecEvent } from "../wire/exec-wire.js";
+import { encodeErrorFrame } from "../wire/exec-wire.js";
 import type { ErrorFrame } from "../wire/types.js";
 import type { ServerDeps } from "./deps.js";
+import { encodeNdjson } from "./encode-cache.js";
 import { HttpError, toHttpError } from "./http-errors.js";
 import { type ByteSink, pumpEvents } from "./pump.js";
 import type { Router } from "./router.js";
@@ -144,7 +145,7 @@ export function registerWebSocket(router: Router, deps: ServerDeps): WsEndpoint 
           drained: sink.drained,
         };
         const end = await pumpEvents(stream, subSink, {
-          encode: encodeExecEvent,
+          encode: encodeNdjson,
           batchBytes: high / 4,
           onBytes: (n) => deps.metrics.bytesStreamed.inc({ transport: "ws" }, n),
         });

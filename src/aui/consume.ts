@@ -71,6 +71,9 @@ export type AAtUIStreamSource =
 
 const D = 100; // "d"
 
+/** Shared meta for commands without a position (frozen: one object, no per-command allocation). */
+const NO_META: StreamDispatchMeta = Object.freeze({});
+
 /** True for the characters String.prototype.trim removes (ECMAScript WhiteSpace and LineTerminator). */
 function isTrimmed(c: number): boolean {
   if (c <= 32) return c === 32 || (c >= 9 && c <= 13);
@@ -166,6 +169,10 @@ export class AAtUIStreamConsumer {
 
   /** Rules 1–3 for the line t[s, e) (without its LF). */
   private line(t: string, s: number, e: number): void {
+    if (s === e) {
+      this.blockEnd();
+      return;
+    }
     // Fast path: a line that starts with "data:" needs no left trim, and
     // trimming the payload also trims the line's end (incl. a CR from CRLF).
     if (
@@ -187,13 +194,7 @@ export class AAtUIStreamConsumer {
     }
     const line = (s === 0 && e === t.length ? t : t.slice(s, e)).trim();
     if (line === "") {
-      // Rule 1 skips empty lines; they also end an SSE block (resume position).
-      if (this.blockId !== undefined) {
-        const id = this.blockId;
-        this.blockId = undefined;
-        this.lastEventId = id;
-        this.adapter.onPosition?.(id);
-      }
+      this.blockEnd();
       return;
     }
     if (line.startsWith("data:")) {
@@ -203,6 +204,16 @@ export class AAtUIStreamConsumer {
       if (id.indexOf("\0") === -1) this.blockId = id;
     }
     // Rule 2: any other line is skipped silently.
+  }
+
+  /** Rule 1 skips empty lines; they also end an SSE block (resume position). */
+  private blockEnd(): void {
+    if (this.blockId !== undefined) {
+      const id = this.blockId;
+      this.blockId = undefined;
+      this.lastEventId = id;
+      this.adapter.onPosition?.(id);
+    }
   }
 
   /** Rules 4 and 5 for one payload. */
@@ -235,7 +246,7 @@ export class AAtUIStreamConsumer {
     this.dispatched++;
     const r = this.adapter.dispatch(
       checked.command,
-      this.blockId === undefined ? {} : { position: this.blockId },
+      this.blockId === undefined ? NO_META : { position: this.blockId },
     );
     if (r !== undefined && isThenable(r)) this.pending.push(r);
   }

@@ -295,3 +295,59 @@ describe("relay HTTP", () => {
     ac.abort();
   });
 });
+
+describe("ending a channel vs shutting down", () => {
+  it.each(["sse", "websocket", "poll"] as const)(
+    "over %s: DELETE ends pages with [DONE]; a relay shutdown makes them reconnect",
+    async (transport) => {
+      const ui = new UiClient({ url: base, token: TOKEN, channel: `end-${transport}` });
+      await ui.render("Label", { text: "x" });
+      const p = page(transport, `end-${transport}`);
+      await until(() => p.states.includes("open"), "open");
+      await ui.closeChannel();
+      expect(await p.conn.closed).toBe("done");
+
+      // a separate relay+server, shut down under a connected page
+      const router = new Router({ auth: new Auth({ token: TOKEN }) });
+      const r2 = registerUiRoutes(router);
+      const s2 = createServer(router.handle);
+      s2.on("upgrade", router.handleUpgrade);
+      await new Promise<void>((r) => s2.listen(0, "127.0.0.1", r));
+      const url2 = `http://127.0.0.1:${(s2.address() as AddressInfo).port}/v1/ui/c`;
+      r2.publish("c", { type: "render", component: "Label", params: { text: "y" } });
+      const window = new Window();
+      const root = window.document.createElement("div") as unknown as HTMLElement;
+      const rt = createAAtUIRuntime({
+        manifest,
+        components: {
+          Label: {
+            mount() {
+              return { update() {}, destroy() {} };
+            },
+          },
+        },
+        mountTarget: root,
+        createWidgetId: relayWidgetId,
+        onEvent: () => {},
+      });
+      const states: string[] = [];
+      const ac = new AbortController();
+      const conn = connectAAtUI(url2, rt, {
+        transport,
+        token: TOKEN,
+        signal: ac.signal,
+        WebSocket: WebSocket as unknown as WebSocketCtor,
+        pollWaitMs: 2000,
+        onState: (s) => states.push(s),
+      });
+      await until(() => rt.widgets().size === 1, "state from the second relay");
+      r2.close();
+      await until(() => states.includes("reconnecting"), "reconnecting after shutdown");
+      expect(states).not.toContain("done");
+      ac.abort();
+      await conn.closed;
+      s2.closeAllConnections();
+      await new Promise((r) => s2.close(r));
+    },
+  );
+});

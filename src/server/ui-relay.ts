@@ -61,7 +61,8 @@ export interface RelayEntry {
 /** A UI event as logged, with its seq in the channel's event log. */
 export type LoggedUiEvent = UiEvent & { seq: number };
 
-type Subscriber = (entry: RelayEntry | "done") => void;
+/** "done": the channel ended ([DONE]); "cut": the server is going away (no [DONE], pages reconnect). */
+type Subscriber = (entry: RelayEntry | "done" | "cut") => void;
 
 const CHANNEL_RE = /^[A-Za-z0-9._~-]{1,128}$/;
 
@@ -72,6 +73,8 @@ export class UiChannel {
   /** Resumes with 0 < after < floor cannot be served exactly (something was dropped). */
   floor = 0;
   closed = false;
+  /** How the channel ended (set with `closed`). */
+  endMode: "done" | "cut" = "done";
   /**
    * The exact recent commands (uncompacted), so a page that reconnects after a
    * short drop gets precisely the commands it missed, in order.
@@ -242,11 +245,16 @@ export class UiChannel {
     return this.subscribers.size;
   }
 
-  /** Ends every subscription with [DONE] and refuses further commands. */
-  close(): void {
+  /**
+   * Ends every subscription and refuses further commands: with [DONE] (the
+   * channel is over), or, for a server shutdown, by cutting the connections
+   * so pages keep reconnecting and pick up whatever the next server has.
+   */
+  close(mode: "done" | "cut" = "done"): void {
     if (this.closed) return;
     this.closed = true;
-    for (const s of this.subscribers) s("done");
+    this.endMode = mode;
+    for (const s of this.subscribers) s(mode);
     this.subscribers.clear();
     for (const w of this.eventWaiters) w();
   }
@@ -399,8 +407,9 @@ export class UiRelay {
     }));
   }
 
+  /** Server shutdown: cut every page's connection (no [DONE]: the page should come back). */
   close(): void {
-    for (const ch of this.channels.values()) ch.close();
+    for (const ch of this.channels.values()) ch.close("cut");
     this.channels.clear();
   }
 }
@@ -490,6 +499,10 @@ export function registerUiRoutes(router: Router, deps: UiRoutesDeps = {}): UiRel
       });
     }
     if (res.destroyed) return;
+    if (ch.closed && ch.endMode === "cut") {
+      res.destroy(); // shutting down: the page retries, it is not "done"
+      return;
+    }
     sendJson(res, 200, {
       commands: entries.map((e) => e.command),
       // Extension to WIRE.md §3: each command's cursor, so a page mints the same
@@ -589,6 +602,9 @@ function sseStream(
     if (e === "done") {
       write("data: [DONE]\n\n");
       end();
+    } else if (e === "cut") {
+      end();
+      res.destroy();
     } else write(frame(e));
   });
   res.statusCode = 200;
@@ -621,8 +637,12 @@ function wsSession(
 ): void {
   let sub: { replay: RelayEntry[]; unsubscribe: () => void } | undefined;
   let corked = false;
-  const send = (e: RelayEntry | "done") => {
+  const send = (e: RelayEntry | "done" | "cut") => {
     if (ws.readyState !== ws.OPEN) return;
+    if (e === "cut") {
+      ws.close(1001, "server shutting down");
+      return;
+    }
     if (e === "done") {
       ws.send("[DONE]");
       ws.close(1000, "done");
@@ -657,7 +677,7 @@ function wsSession(
       return;
     }
     for (const e of sub.replay) send(e);
-    if (ch.closed) send("done");
+    if (ch.closed) send(ch.endMode);
   };
   // Server -> UI messages are commands only (WIRE.md §3), so a rejected UI event
   // is reported only to pages that asked for envelopes (`?cursors=1`).

@@ -142,3 +142,67 @@ describe("resume", () => {
     }
   });
 });
+
+describe("resume across a server restart (durable log)", () => {
+  it("the client's stream continues on the restarted server with nothing lost or repeated", async () => {
+    const { mkdtemp, rm } = await import("node:fs/promises");
+    const { tmpdir } = await import("node:os");
+    const base = await mkdtemp(path.join(tmpdir(), "ac-restart-"));
+    const logPath = path.join(base, "events.db");
+    const first = await startServer({ computer: { log: `sqlite:${logPath}` } });
+    const port = Number(new URL(first.url).port);
+    let second: Harness | undefined;
+    try {
+      const client = new ComputerClient({
+        url: first.url,
+        token: first.token,
+        resume: { initialDelayMs: 20, maxDelayMs: 200, maxRetries: 30 },
+      });
+      const handle = await client.exec(
+        "for i in $(seq 1 1000); do echo line-$i; sleep 0.01; done",
+        {
+          encoding: "utf8",
+        },
+      );
+      const reader = handle.events({ heartbeats: false }).getReader();
+      const seqs: number[] = [];
+      let text = "";
+      let exit: ExecEvent | undefined;
+      // Read a few events from the first server...
+      while (seqs.length < 5) {
+        const { value } = await reader.read();
+        seqs.push(value!.seq);
+        if (value!.name === "stdout") text += value!.value;
+      }
+      // ...then restart it on the same port with the same SQLite log. Shutdown
+      // kills the command (exit reason "killed"), which the new server replays.
+      const closing = first.server.close(); // stops accepting at once
+      first.server.httpServer.closeAllConnections(); // cut the live stream mid-run
+      await closing;
+      const seen: Record<string, unknown>[] = [];
+      second = await startServer({
+        computer: { log: `sqlite:${logPath}` },
+        server: { port, log: (e) => seen.push(e) },
+      });
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        seqs.push(value.seq);
+        if (value.name === "stdout") text += value.value;
+        else if (value.name === "exit") exit = value;
+      }
+      expect(exit).toMatchObject({ name: "exit", reason: "killed" });
+      // The rest really came from the restarted server, resumed after a seq > 0.
+      expect(seen.some((e) => e.msg === "request" && String(e.path).endsWith("/events"))).toBe(
+        true,
+      );
+      expect(seqs).toEqual(seqs.map((_s, i) => i + 1));
+      const lines = text.split("\n").filter(Boolean);
+      expect(lines).toEqual(lines.map((_l, i) => `line-${i + 1}`));
+    } finally {
+      await second?.close();
+      await first.close().catch(() => {});
+      await rm(base, { recursive: true, force: true });
+    }
+  });
+});

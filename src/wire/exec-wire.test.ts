@@ -709,6 +709,48 @@ describe("exec-wire properties", () => {
     );
   });
 
+  it("the byte-level frame writer equals UTF-8 of JSON.stringify-based frameToJson (any text)", () => {
+    const anyText = fc.oneof(
+      fc.string({ unit: "binary", maxLength: 60 }),
+      fc.string({
+        unit: fc.integer({ min: 0, max: 0xffff }).map((c) => String.fromCharCode(c)),
+        maxLength: 40,
+      }),
+      fc.string({
+        unit: fc.constantFrom(
+          "\u0000",
+          "\u001f",
+          "\u007f",
+          '"',
+          "\\",
+          "\ud800",
+          "\udfff",
+          "é",
+          "€",
+          "😀",
+        ),
+        maxLength: 30,
+      }),
+      fc.string({ unit: "binary", minLength: 2000, maxLength: 5000 }),
+    );
+    fc.assert(
+      fc.property(
+        idArb,
+        fc.nat({ max: Number.MAX_SAFE_INTEGER }),
+        fc.constantFrom("stdout" as const, "stderr" as const),
+        fc.oneof(anyText, fc.uint8Array({ maxLength: 3000 })),
+        (id, seq, name, value) => {
+          const ev = { id, seq, name, value } as ExecEvent;
+          expect(td.decode(encodeExecEvent(ev))).toBe(`${frameToJson(ev)}\n`);
+          expect(Array.from(encodeExecEvent(ev))).toEqual(
+            Array.from(te.encode(`${frameToJson(ev)}\n`)),
+          );
+        },
+      ),
+      { numRuns: 400 },
+    );
+  });
+
   it("every-single-byte chunking gives the same events as one chunk", () => {
     fc.assert(
       fc.property(

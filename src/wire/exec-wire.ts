@@ -187,7 +187,144 @@ function lineBytes(text: string): Uint8Array {
 
 /** One event as its canonical exec-wire line (UTF-8 JSON + "\n"). */
 export function encodeExecEvent(ev: ExecEvent): Uint8Array {
+  if (ev.name === "stdout" || ev.name === "stderr") {
+    const out = encodeOutputIntoSlab(ev);
+    if (out !== undefined) return out;
+  }
   return lineBytes(frameToJson(ev));
+}
+
+// Output frames (nearly all the traffic) are assembled directly as bytes in
+// a shared slab: fixed parts copied, seq digits and the JSON string written
+// by a hand-rolled escaper + UTF-8 encoder. `JSON.stringify` of a ~100-char
+// value alone costs more than this whole function (measured), and building
+// then flattening a frame string is avoided. The escaper reproduces
+// JSON.stringify exactly (property-tested against it).
+const asciiBytes = (s: string): Uint8Array => Uint8Array.from(s, (c) => c.charCodeAt(0));
+const E_OPEN = asciiBytes('{"id":');
+const E_SEQ = asciiBytes(',"seq":');
+const E_MIDDLE = {
+  stdout: {
+    utf8: asciiBytes(',"name":"stdout","enc":"utf8","value":'),
+    b64: asciiBytes(',"name":"stdout","enc":"b64","value":"'),
+  },
+  stderr: {
+    utf8: asciiBytes(',"name":"stderr","enc":"utf8","value":'),
+    b64: asciiBytes(',"name":"stderr","enc":"b64","value":"'),
+  },
+};
+const HEX = asciiBytes("0123456789abcdef");
+let lastIdBytesRaw: string | undefined;
+let lastIdBytes = new Uint8Array(0);
+let plainSlab: Uint8Array | undefined;
+let plainUsed = 0;
+
+function put(dst: Uint8Array, o: number, src: Uint8Array): number {
+  for (let i = 0; i < src.length; i++) dst[o + i] = src[i]!;
+  return o + src.length;
+}
+
+function putU(dst: Uint8Array, o: number, c: number): number {
+  dst[o] = 0x5c;
+  dst[o + 1] = 0x75;
+  dst[o + 2] = HEX[c >>> 12]!;
+  dst[o + 3] = HEX[(c >>> 8) & 15]!;
+  dst[o + 4] = HEX[(c >>> 4) & 15]!;
+  dst[o + 5] = HEX[c & 15]!;
+  return o + 6;
+}
+
+/** Writes `JSON.stringify(s)` as UTF-8 at `o`; needs room for 6 bytes per unit + 2. */
+function writeJsonString(dst: Uint8Array, o: number, s: string): number {
+  dst[o++] = 0x22;
+  const n = s.length;
+  for (let i = 0; i < n; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) {
+      if (c >= 0x20 && c !== 0x22 && c !== 0x5c) {
+        dst[o++] = c;
+        continue;
+      }
+      let e = 0;
+      if (c === 0x22 || c === 0x5c) e = c;
+      else if (c === 0x0a) e = 0x6e;
+      else if (c === 0x0d) e = 0x72;
+      else if (c === 0x09) e = 0x74;
+      else if (c === 0x08) e = 0x62;
+      else if (c === 0x0c) e = 0x66;
+      if (e !== 0) {
+        dst[o++] = 0x5c;
+        dst[o++] = e;
+      } else o = putU(dst, o, c);
+    } else if (c < 0x800) {
+      dst[o++] = 0xc0 | (c >>> 6);
+      dst[o++] = 0x80 | (c & 63);
+    } else if (c < 0xd800 || c > 0xdfff) {
+      dst[o++] = 0xe0 | (c >>> 12);
+      dst[o++] = 0x80 | ((c >>> 6) & 63);
+      dst[o++] = 0x80 | (c & 63);
+    } else {
+      const d = i + 1 < n ? s.charCodeAt(i + 1) : 0;
+      if (c <= 0xdbff && d >= 0xdc00 && d <= 0xdfff) {
+        const cp = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00);
+        dst[o++] = 0xf0 | (cp >>> 18);
+        dst[o++] = 0x80 | ((cp >>> 12) & 63);
+        dst[o++] = 0x80 | ((cp >>> 6) & 63);
+        dst[o++] = 0x80 | (cp & 63);
+        i++;
+      } else o = putU(dst, o, c); // a lone surrogate, escaped like JSON.stringify
+    }
+  }
+  dst[o++] = 0x22;
+  return o;
+}
+
+function encodeOutputIntoSlab(ev: OutputEvent): Uint8Array | undefined {
+  checkHeader(ev);
+  const v = ev.value;
+  let b64: string | undefined;
+  let room: number;
+  if (typeof v === "string") room = v.length * 6 + 2;
+  else if (v instanceof Uint8Array) {
+    b64 = encodeBase64(v);
+    room = b64.length + 1;
+  } else throw invalidEvent("output `value` must be a string or a Uint8Array");
+  if (ev.id !== lastIdBytesRaw) {
+    lastIdBytes = utf8.encode(idJson(ev.id));
+    lastIdBytesRaw = ev.id;
+  }
+  const max = E_OPEN.length + lastIdBytes.length + 64 + room;
+  if (max > SLAB_BYTES / 4) return undefined; // big frames: see lineBytes
+  // A plain Uint8Array slab (not a Buffer): stores stay monomorphic.
+  if (plainSlab === undefined || plainUsed + max > SLAB_BYTES) {
+    plainSlab = new Uint8Array(SLAB_BYTES);
+    plainUsed = 0;
+  }
+  const dst = plainSlab;
+  const start = plainUsed;
+  let o = put(dst, start, E_OPEN);
+  o = put(dst, o, lastIdBytes);
+  o = put(dst, o, E_SEQ);
+  // seq: a non-negative safe integer (checked above), in plain decimal.
+  let seq = ev.seq;
+  let digits = 1;
+  for (let t = seq; t >= 10; t = Math.floor(t / 10)) digits++;
+  for (let k = o + digits - 1; k >= o; k--) {
+    dst[k] = 0x30 + (seq % 10);
+    seq = Math.floor(seq / 10);
+  }
+  o += digits;
+  o = put(dst, o, E_MIDDLE[ev.name][b64 === undefined ? "utf8" : "b64"]);
+  if (b64 === undefined) o = writeJsonString(dst, o, v as string);
+  else {
+    for (let i = 0; i < b64.length; i++) dst[o + i] = b64.charCodeAt(i);
+    o += b64.length;
+    dst[o++] = 0x22;
+  }
+  dst[o++] = 0x7d;
+  dst[o++] = 0x0a;
+  plainUsed = o;
+  return new Uint8Array(dst.buffer, start, o - start);
 }
 
 /**

@@ -99,6 +99,10 @@ async function getFile(
   res.setHeader("content-length", st.size);
   res.setHeader("cache-control", "no-store");
   res.setHeader("x-content-type-options", "nosniff");
+  // A workspace file is untrusted content served from the API's own origin:
+  // never let a browser render it as a page that could use the auth cookie.
+  res.setHeader("content-disposition", "attachment");
+  res.setHeader("content-security-policy", "sandbox; default-src 'none'");
   if (req.method === "HEAD") {
     res.end();
     return;

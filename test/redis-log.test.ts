@@ -58,6 +58,42 @@ describe.skipIf(!hasRedis)("RedisEventLog", () => {
     }
   });
 
+  it("a follower on another instance (read, then waitFor) never misses a wake-up", async () => {
+    const prefix = newPrefix();
+    const w = new RedisEventLog({ redis: server.url, prefix });
+    const r = new RedisEventLog({ redis: server.url, prefix, waitPollMs: 60_000 });
+    try {
+      const id = randomUUID();
+      await w.create(rec(id));
+      const N = 300;
+      const seen: number[] = [];
+      const follow = (async () => {
+        let after = 0;
+        for (;;) {
+          const evs = await r.read(id, after);
+          for (const e of evs) seen.push(e.seq);
+          if (evs.length) after = evs.at(-1)!.seq;
+          if (evs.at(-1)?.name === "exit") return;
+          // The poll is 60 s: a missed notification would hang this test.
+          if (!evs.length) await r.waitFor(id, after);
+        }
+      })();
+      for (let s = 1; s <= N; s++) {
+        await w.append(id, [out(id, s, new Uint8Array([s & 255]))]);
+        if (Math.random() < 0.3) await new Promise((res) => setTimeout(res, Math.random() * 3));
+      }
+      await w.append(id, [{ id, seq: N + 1, name: "exit", value: 0 }]);
+      await follow;
+      expect(seen).toEqual(Array.from({ length: N + 1 }, (_, i) => i + 1));
+      // Finished: an empty read followed by waitFor returns at once.
+      expect(await r.read(id, N + 1)).toEqual([]);
+      await r.waitFor(id, N + 1);
+    } finally {
+      await w.close();
+      await r.close();
+    }
+  });
+
   it("coalesces un-awaited appends in order and keeps every byte", async () => {
     const log = new RedisEventLog({ redis: server.url, prefix: newPrefix() });
     try {

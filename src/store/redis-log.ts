@@ -171,13 +171,19 @@ end
 return last
 `;
 
-// KEYS: meta, stream. ARGV: after, limit, maxBytes.
+// KEYS: meta, stream. ARGV: after, limit, maxBytes. Returns entries, or {'F'}
+// when there is nothing after `after` and the execution is finished.
 const LUA_READ = `
-local h = redis.call('HMGET', KEYS[1], 'earliest', 'last')
+local h = redis.call('HMGET', KEYS[1], 'earliest', 'last', 'state')
 if not h[1] then return redis.error_reply('ENOENT no such execution') end
 local after, earliest, last = tonumber(ARGV[1]), tonumber(h[1]), tonumber(h[2])
 if after + 1 < earliest then return redis.error_reply('ELOG_TRUNCATED ' .. earliest) end
-if after >= last then return {} end
+if after >= last then
+  -- Nothing new: say whether it is finished, so a follower's next waitFor
+  -- needs no round trip of its own (see RedisEventLog.waitFor).
+  if h[3] ~= 'running' then return {'F'} end
+  return {}
+end
 local e = redis.call('XRANGE', KEYS[2], (after + 1) .. '-0', '+', 'COUNT', ARGV[2])
 local maxb, total = tonumber(ARGV[3]), 0
 for i = 1, #e do
@@ -412,6 +418,8 @@ function fieldValue(key: string, v: unknown): string {
 interface Watch {
   id: string;
   refs: number;
+  /** The SUBSCRIBE was confirmed: every later publish reaches this watch. */
+  ready: boolean;
   /** Highest seq announced for this id (append notifications). */
   maxSeq: number;
   /** Bumped on every notification; waiters compare it across their re-check. */
@@ -462,13 +470,16 @@ class Notifier {
       const watch: Watch = {
         id,
         refs: 0,
+        ready: false,
         maxSeq: 0,
         version: 0,
         wakers: new Set(),
         subscribed: Promise.resolve(),
       };
       watch.subscribed = sub.subscribe(this.channelPrefix + id).then(
-        () => undefined,
+        () => {
+          watch.ready = true;
+        },
         (err) => {
           if (this.watches.get(id) === watch) this.watches.delete(id);
           throw err;
@@ -501,6 +512,12 @@ class Notifier {
     w.linger.unref?.();
   }
 
+  /** The live, confirmed subscription of `id`, if any (no side effects). */
+  peek(id: string): Watch | undefined {
+    const w = this.watches.get(id);
+    return w?.ready ? w : undefined;
+  }
+
   /** A local writer's notification (same effect as the pub/sub message, sooner). */
   local(id: string, message: string): void {
     const w = this.watches.get(id);
@@ -513,6 +530,8 @@ class Notifier {
       if (n > w.maxSeq) w.maxSeq = n;
       this.fire(w, false);
     } else {
+      // Re-created or disposed: seqs start over.
+      if (message === "c" || message === "d") w.maxSeq = 0;
       this.fire(w, true);
     }
   }
@@ -589,6 +608,11 @@ export class RedisEventLog implements EventLog {
   private readonly notifier: Notifier;
   private readonly queues = new Map<string, AppendQueue>();
   private readonly pumps = new Set<Promise<void>>();
+  /** Per id: the last read that found nothing new (lets waitFor skip a round trip). */
+  private readonly quiet = new Map<
+    string,
+    { after: number; watch: Watch | undefined; version: number; finished: boolean }
+  >();
   private readonly spec: string | RedisOptions | undefined;
   private closed = false;
 
@@ -766,7 +790,12 @@ export class RedisEventLog implements EventLog {
       throw new ComputerError("EINVAL", `read ${id}: after must be a non-negative integer`);
     }
     const limit = Math.max(1, Math.min(options?.limit ?? this.readLimit, 100_000));
-    let raw: RawEntry[];
+    // Snapshot the notification version before the read: if the read finds
+    // nothing new and no notification arrives afterwards, a waitFor right
+    // after it can sleep without asking Redis again.
+    const w = this.notifier.peek(id);
+    const version = w?.version ?? -1;
+    let raw: RawEntry[] | [Buffer];
     try {
       raw = (await this.scripts.acReadBuffer(
         this.metaKey(id),
@@ -778,20 +807,42 @@ export class RedisEventLog implements EventLog {
     } catch (err) {
       throw mapError(err, id);
     }
-    const out: LoggedEvent[] = new Array(raw.length);
-    for (let i = 0; i < raw.length; i++) out[i] = decodeEntry(id, raw[i]!);
+    if (raw.length === 0 || (raw.length === 1 && Buffer.isBuffer(raw[0]))) {
+      const finished = raw.length === 1;
+      if (w || finished) {
+        if (this.quiet.size > 10_000) this.quiet.clear();
+        this.quiet.set(id, { after, watch: w, version, finished });
+      }
+      return [];
+    }
+    const entries = raw as RawEntry[];
+    const out: LoggedEvent[] = new Array(entries.length);
+    for (let i = 0; i < entries.length; i++) out[i] = decodeEntry(id, entries[i]!);
     return out;
   }
 
   async waitFor(id: string, after: number, signal?: AbortSignal): Promise<void> {
     this.open();
     if (signal?.aborted) throw abortedError(signal);
+    // What the last empty read of this id found (see read()).
+    const q = this.quiet.get(id);
+    if (q) this.quiet.delete(id);
+    if (q?.finished && q.after === after) return;
     const w = await this.notifier.acquire(id);
     try {
+      let trusted = q !== undefined && q.after === after && q.watch === w;
       for (;;) {
         if (this.closed) return;
         const v = w.version;
         if (w.maxSeq > after) return;
+        if (trusted && v === q!.version) {
+          // Nothing was published since before that read saw nothing new.
+          trusted = false;
+          const recheck = await this.notifier.next(w, signal, this.waitPollMs);
+          if (!recheck && w.maxSeq > after) return;
+          continue;
+        }
+        trusted = false;
         let st: (string | null)[];
         try {
           st = await this.redis.hmget(this.metaKey(id), "state", "last");

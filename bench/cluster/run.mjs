@@ -120,6 +120,23 @@ async function startNode(id, log) {
   };
 }
 
+/**
+ * One retry for request-level socket errors: with hundreds of requests at once
+ * a keep-alive connection the server is closing can be picked for a new
+ * request (a client/server race, not a cluster property). Streams themselves
+ * auto-resume in the client.
+ */
+async function retry(fn) {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err?.code !== "ENETWORK") throw err;
+    retries++;
+    return await fn();
+  }
+}
+let retries = 0;
+
 async function drain(handle, onEvent) {
   let bytes = 0;
   let events = 0;
@@ -153,8 +170,8 @@ async function throughput(nodes) {
     Array.from({ length: COMMANDS }, async (_, k) => {
       const owner = nodes[k % nodes.length];
       const reader = nodes[(k + 1) % nodes.length];
-      const run = await owner.client.exec(cmd, { encoding: "b64" });
-      return drain(await reader.client.get(run.id));
+      const run = await retry(() => owner.client.exec(cmd, { encoding: "b64" }));
+      return drain(await retry(() => reader.client.get(run.id)));
     }),
   );
   const secs = (performance.now() - t0) / 1000;
@@ -175,8 +192,8 @@ async function latency(nodes) {
     Array.from({ length: LAT_CMDS }, async (_, k) => {
       const owner = nodes[k % nodes.length];
       const reader = nodes[(k + 1) % nodes.length];
-      const run = await owner.client.exec(cmd);
-      await drain(await reader.client.get(run.id), (ev) => {
+      const run = await retry(() => owner.client.exec(cmd));
+      await drain(await retry(() => reader.client.get(run.id)), (ev) => {
         const t = nowNs();
         for (const l of dec.decode(ev.value).split("\n")) {
           if (l) samples.push(Number(t - BigInt(l)) / 1e6);
@@ -290,4 +307,5 @@ for (const [name, m] of Object.entries(mem)) {
     `| ${name} | ${fmt(m.payloadMiB)} | ${m.events} | ${fmt(m.redisMiB)} | ${fmt(m.perByte, 2)} | ${fmt(m.perEvent, 0)} |`,
   );
 }
+if (retries) console.log(`\n(${retries} request(s) retried after a socket error)`);
 process.exit(0);

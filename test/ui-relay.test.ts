@@ -341,13 +341,15 @@ describe("ending a channel vs shutting down", () => {
         onState: (s) => states.push(s),
       });
       await until(() => rt.widgets().size === 1, "state from the second relay");
+      // what server.close() does: the relay first, then the listener goes away
       r2.close();
+      const closed = new Promise((r) => s2.close(r));
+      s2.closeAllConnections();
+      await closed;
       await until(() => states.includes("reconnecting"), "reconnecting after shutdown");
       expect(states).not.toContain("done");
       ac.abort();
       await conn.closed;
-      s2.closeAllConnections();
-      await new Promise((r) => s2.close(r));
     },
   );
 });

@@ -23,6 +23,7 @@
 
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
+import { mkdirSync } from "node:fs";
 import { stat } from "node:fs/promises";
 import { constants as osConstants } from "node:os";
 import path from "node:path";
@@ -213,6 +214,7 @@ export class Computer implements ComputerApi {
   private readonly local = new Map<string, LocalExec>();
   private readonly reserved = new Set<string>();
   private closing: Promise<void> | null = null;
+  private realRoot: string | undefined;
   /** The log once open (the hot path skips awaiting logP). */
   private logObj: EventLog | undefined;
   /** Subscribers parked in waitFor that want heartbeats. */
@@ -227,6 +229,7 @@ export class Computer implements ComputerApi {
       throw new ComputerError("EINVAL", "Computer needs a workspace directory");
     }
     this.workspace = path.resolve(options.workspace);
+    mkdirSync(this.workspace, { recursive: true });
     this.nodeId = options.nodeId ?? "local";
     this.opts = {
       maxConcurrent: options.maxConcurrent ?? 256,
@@ -305,7 +308,9 @@ export class Computer implements ComputerApi {
     this.reserved.add(id);
     try {
       const cwdAbs = await this.resolveCwd(options.cwd ?? "");
-      const realRoot = await resolveInWorkspace(this.workspace, "");
+      // The root's real path, resolved once (it is not expected to move).
+      this.realRoot ??= await resolveInWorkspace(this.workspace, "");
+      const realRoot = this.realRoot;
       const log = await this.logP;
       const rec: ExecRecord = {
         id,

@@ -44,7 +44,8 @@ const ev = (data: string, type = "message", lastEventId = ""): SseEvent => ({
 
 /** Cuts `input` at the given (sorted, deduplicated) offsets. */
 function cut<T extends string | Uint8Array>(input: T, points: number[]): T[] {
-  const sorted = [...new Set(points.map((p) => p % (input.length + 1)))].sort((a, b) => a - b);
+  // Duplicate points are kept on purpose: they make empty chunks.
+  const sorted = points.map((p) => p % (input.length + 1)).sort((a, b) => a - b);
   const out: T[] = [];
   let prev = 0;
   for (const p of sorted) {
@@ -385,6 +386,9 @@ const itemArb: fc.Arbitrary<Item> = fc.oneof(
   { weight: 1, arbitrary: fc.nat(100000).map((ms) => ({ kind: "retry" as const, ms })) },
 );
 
+/** Cut points; small values repeat often, which makes empty chunks. */
+const pointArb = fc.oneof(fc.nat(), fc.nat({ max: 6 }));
+
 /** The line end a producer uses: the formatter writes LF; CR and CRLF are equally valid SSE. */
 const eolArb = fc.constantFrom("\n", "\r", "\r\n");
 
@@ -424,7 +428,7 @@ describe("property: format → parse round-trips exactly", () => {
     fc.assert(
       fc.property(
         fc.array(itemArb, { maxLength: 12 }),
-        fc.array(fc.nat(), { maxLength: 20 }),
+        fc.array(pointArb, { maxLength: 20 }),
         eolArb,
         (items, points, eol) => {
           const s = render(items, eol);
@@ -439,7 +443,7 @@ describe("property: format → parse round-trips exactly", () => {
     fc.assert(
       fc.property(
         fc.array(itemArb, { maxLength: 12 }),
-        fc.array(fc.nat(), { maxLength: 20 }),
+        fc.array(pointArb, { maxLength: 20 }),
         fc.boolean(),
         eolArb,
         (items, points, bom, eol) => {

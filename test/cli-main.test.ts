@@ -155,6 +155,25 @@ describe("exec", () => {
   });
 });
 
+describe("attach when the log's ring dropped the start", () => {
+  it("warns once on stderr, prints the retained tail, exits with the code", async () => {
+    const small = await startServer({ computer: { logMaxBytes: 4096 } });
+    try {
+      const env = { AGENT_COMPUTER_URL: small.url, AGENT_COMPUTER_TOKEN: small.token };
+      const handle = await small.client.exec(
+        "for i in $(seq 1 300); do echo line-$i-xxxxxxxxxxxxxxxxxxxxxxxx; done; exit 4",
+      );
+      await handle.result();
+      const r = await run(["attach", handle.id], env);
+      expect(r.status).toBe(4);
+      expect(r.stderr).toMatch(/was dropped by the server's log; continuing/);
+      expect(r.stdout.toString()).toMatch(/line-300-x+\n$/);
+    } finally {
+      await small.close();
+    }
+  });
+});
+
 describe("failures are one clear line and a non-zero exit", () => {
   it("unreachable server", async () => {
     const r = await run(["ps"], { AGENT_COMPUTER_URL: "http://127.0.0.1:1" });

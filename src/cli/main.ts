@@ -122,11 +122,15 @@ function writeOut(
  * Copies an execution's events to stdout/stderr and resolves with the exit
  * event (or undefined when the stream ended without one: tail of a finished run).
  */
-async function pipeEvents(stream: ReadableStream<ExecEvent>): Promise<ExecEvent | undefined> {
+async function pipeEvents(
+  stream: ReadableStream<ExecEvent>,
+  pos: { seq: number },
+): Promise<ExecEvent | undefined> {
   const reader = stream.getReader();
   for (;;) {
     const { value: ev, done } = await reader.read();
     if (done) return undefined;
+    if (ev.name !== "heartbeat") pos.seq = ev.seq;
     if (ev.name === "stdout") await writeOut(process.stdout, ev.value);
     else if (ev.name === "stderr") await writeOut(process.stderr, ev.value);
     else if (ev.name === "exit") return ev;
@@ -174,8 +178,27 @@ async function follow(
   };
   process.on("SIGINT", onInt);
   try {
-    const exit = await pipeEvents(handle.events({ after, heartbeats: false, signal: ac.signal }));
-    return exitCodeOf(exit, exit ? undefined : await handle.info());
+    let from = after;
+    const pos = { seq: typeof after === "number" ? after : 0 };
+    for (;;) {
+      try {
+        const exit = await pipeEvents(
+          handle.events({ after: from, heartbeats: false, signal: ac.signal }),
+          pos,
+        );
+        return exitCodeOf(exit, exit ? undefined : await handle.info());
+      } catch (err) {
+        // The log's ring dropped what we asked for: say so on stderr and go on
+        // from the earliest retained event rather than give up on the rest.
+        const e = err as { code?: string; earliestSeq?: number };
+        if (e?.code !== "ELOG_TRUNCATED" || typeof e.earliestSeq !== "number") throw err;
+        process.stderr.write(
+          `agent-computer: output seq ${pos.seq + 1}..${e.earliestSeq - 1} was dropped by the server's log; continuing\n`,
+        );
+        from = e.earliestSeq - 1;
+        pos.seq = from;
+      }
+    }
   } finally {
     process.off("SIGINT", onInt);
   }

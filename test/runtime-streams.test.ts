@@ -224,6 +224,18 @@ describe("heartbeats", () => {
 });
 
 describe("SQLite log", () => {
+  it("streams, replays and returns results the same as the memory log", async () => {
+    const c = make({ log: { sqlite: path.join(ws.dir, "..", `${path.basename(ws.dir)}-s.db`) } });
+    const run = await c.exec("seq 1 200000", { encoding: "utf8" });
+    const want = Array.from({ length: 200000 }, (_, i) => `${i + 1}\n`).join("");
+    const live = logged(await collect(run.events()));
+    expectGapFree(live);
+    expect(textOf(live)).toBe(want);
+    // After exit the events come from the file, not the in-memory tail.
+    expect(textOf(logged(await collect(run.events())))).toBe(want);
+    expect((await run.result()).stdout).toBe(want);
+  });
+
   it("replays finished executions after a restart and closes running ones as lost", async () => {
     const db = path.join(ws.dir, "..", `${path.basename(ws.dir)}.db`);
     const a = make({ log: { sqlite: db } });

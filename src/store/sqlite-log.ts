@@ -85,6 +85,7 @@ export class SqliteEventLog implements EventLog {
   private queue: Array<() => void> = [];
   private dirty = new Set<string>();
   private woken = new Set<Entry>();
+  private cooling = new Set<Entry>();
   private settle: Array<{ resolve: () => void; reject: (e: unknown) => void }> = [];
   private scheduled: NodeJS.Immediate | null = null;
   private timer: ReturnType<typeof setTimeout> | null = null;
@@ -254,6 +255,9 @@ export class SqliteEventLog implements EventLog {
       if (ev.name === "exit") {
         Object.assign(rec, finishPatch(ev));
         this.scheduleSweep(id, e, this.retentionMs);
+        // Once committed, a finished execution is read from the file: its hot
+        // tail would otherwise hold up to HOT_MAX_BYTES per finished execution.
+        this.cooling.add(e);
       }
     }
     this.evict(id, e);
@@ -378,6 +382,8 @@ export class SqliteEventLog implements EventLog {
     const dirty = this.dirty;
     const settle = this.settle;
     const woken = this.woken;
+    const cooling = this.cooling;
+    this.cooling = new Set();
     this.queue = [];
     this.dirty = new Set();
     this.settle = [];
@@ -399,6 +405,7 @@ export class SqliteEventLog implements EventLog {
     }
     for (const s of settle) s.resolve();
     for (const e of woken) e.waiters.wakeAll();
+    for (const e of cooling) Object.assign(e, noHot());
   }
 
   private insert(id: string, ev: LoggedEvent): void {

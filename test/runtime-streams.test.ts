@@ -225,7 +225,7 @@ describe("heartbeats", () => {
 
 describe("SQLite log", () => {
   it("streams, replays and returns results the same as the memory log", async () => {
-    const c = make({ log: { sqlite: path.join(ws.dir, "..", `${path.basename(ws.dir)}-s.db`) } });
+    const c = make({ log: { sqlite: path.join(ws.dir, "log-s.db") } });
     const run = await c.exec("seq 1 200000", { encoding: "utf8" });
     const want = Array.from({ length: 200000 }, (_, i) => `${i + 1}\n`).join("");
     const live = logged(await collect(run.events()));
@@ -237,7 +237,7 @@ describe("SQLite log", () => {
   });
 
   it("replays finished executions after a restart and closes running ones as lost", async () => {
-    const db = path.join(ws.dir, "..", `${path.basename(ws.dir)}.db`);
+    const db = path.join(ws.dir, "log.db");
     const a = make({ log: { sqlite: db } });
     const done = await a.exec("echo kept; echo err >&2", { id: "done", encoding: "utf8" });
     await done.result();

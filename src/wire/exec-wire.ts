@@ -357,18 +357,20 @@ type Source<T> = ReadableStream<T> | AsyncIterable<T>;
 export type IterableStream<T> = ReadableStream<T> & AsyncIterable<T>;
 
 function iteratorOf<T>(source: Source<T>): AsyncIterator<T> {
-  if (typeof (source as AsyncIterable<T>)[Symbol.asyncIterator] === "function") {
-    return (source as AsyncIterable<T>)[Symbol.asyncIterator]();
+  // A ReadableStream is read through its reader even where it is async-
+  // iterable: one promise per chunk instead of two (the iterator wraps
+  // read()), which matters with many small chunks.
+  if (typeof (source as ReadableStream<T>).getReader === "function") {
+    const reader = (source as ReadableStream<T>).getReader();
+    return {
+      next: () => reader.read() as Promise<IteratorResult<T>>,
+      return: async (value?: unknown) => {
+        await reader.cancel(value);
+        return { done: true, value: undefined as T };
+      },
+    };
   }
-  // A ReadableStream without async iteration (older engines): read it by hand.
-  const reader = (source as ReadableStream<T>).getReader();
-  return {
-    next: () => reader.read() as Promise<IteratorResult<T>>,
-    return: async (value?: unknown) => {
-      await reader.cancel(value);
-      return { done: true, value: undefined as T };
-    },
-  };
+  return (source as AsyncIterable<T>)[Symbol.asyncIterator]();
 }
 
 /**

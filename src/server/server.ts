@@ -52,6 +52,8 @@ export interface ComputerServerOptions {
   heartbeats?: boolean;
   /** Structured log sink (one JSON object per line); default stdout; false silences. */
   log?: LogFn | false;
+  /** Socket/response stream high-water mark in bytes (default 512 KiB). */
+  socketHighWaterMark?: number;
   /** How long close() lets open streams finish after the computer closed (default 2000 ms). */
   shutdownGraceMs?: number;
 }
@@ -154,7 +156,15 @@ export function createComputerServer(options: ComputerServerOptions): ComputerSe
   const relay = registerUiRoutes(router, {});
   dashboard = registerDashboard(router, { computer, relay });
 
-  const httpServer = createServer({ keepAliveTimeout: 5_000 }, router.handle);
+  // Node 20's default stream high-water mark is 16 KiB: a single 64 KiB output
+  // chunk (~87 KiB as exec-wire) would make every res.write() report "full"
+  // and the pump would stop reading until the socket drained completely, a
+  // stop-and-go per chunk. A larger mark lets a few frames queue in user space
+  // while the kernel sends the previous ones; backpressure still holds.
+  const httpServer = createServer(
+    { keepAliveTimeout: 5_000, highWaterMark: options.socketHighWaterMark ?? 512 * 1024 },
+    router.handle,
+  );
   httpServer.on("upgrade", router.handleUpgrade);
   httpServer.on("clientError", (_err, socket) => {
     if (socket.writable) socket.end("HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n");

@@ -111,9 +111,14 @@ export async function startSwitchingProxy(
     upstream.on("data", (d) => {
       sent += d.length;
       if (limit !== undefined && sent > limit) {
-        // Deliver part of this chunk, then cut: breaks land mid-frame.
+        // Deliver part of this chunk, then cut: breaks land mid-frame. Cut
+        // every other connection too (idle keep-alive ones included), so the
+        // client's next request opens a new connection, which round-robin
+        // sends to a different node than the one that just broke.
         client.write(d.subarray(0, d.length - (sent - limit)));
         kill();
+        for (const sock of live) sock.destroy();
+        live.clear();
         return;
       }
       if (!client.write(d)) upstream.pause();

@@ -565,6 +565,45 @@ describe("exec-wire streams", () => {
     expect(typeof (s as AsyncIterable<unknown>)[Symbol.asyncIterator]).toBe("function");
   });
 
+  it("reading with getReader() gives the same events and errors as for await", async () => {
+    const text = `${WIRE_EXAMPLE}oops\n`;
+    const reader = decodeExecEvents(streamOf(chunkAt(bytes(text), [10, 100]))).getReader();
+    const items: ExecEvent[] = [];
+    let error: ExecWireError | undefined;
+    try {
+      for (;;) {
+        const r = await reader.read();
+        if (r.done) break;
+        items.push(r.value);
+      }
+    } catch (e) {
+      error = e as ExecWireError;
+    }
+    expect(items).toEqual(WIRE_EVENTS);
+    expect(error?.line).toBe(4);
+  });
+
+  it("for await after a partial read through a reader continues where it stopped", async () => {
+    const s = decodeExecEvents(streamOf([bytes(WIRE_EXAMPLE)]));
+    const reader = s.getReader();
+    const first = await reader.read();
+    reader.releaseLock();
+    const rest = await collect(s);
+    expect([first.value, ...rest.items]).toEqual(WIRE_EVENTS);
+  });
+
+  it("for await locks the stream and leaves it closed when done", async () => {
+    const s = decodeExecEvents(streamOf([bytes(WIRE_EXAMPLE)]));
+    const seen: ExecEvent[] = [];
+    for await (const ev of s) {
+      expect(s.locked).toBe(true);
+      seen.push(ev);
+    }
+    expect(seen).toEqual(WIRE_EVENTS);
+    expect(s.locked).toBe(false);
+    expect((await s.getReader().read()).done).toBe(true);
+  });
+
   it("accepts a ReadableStream or an AsyncIterable source", async () => {
     async function* gen() {
       yield bytes(WIRE_EXAMPLE.slice(0, 30));

@@ -15,13 +15,21 @@
 
 import type { ExecEvent } from "../wire/types.js";
 
+/**
+ * One encoded frame: bytes, or its text (written as UTF-8 by the sink). Text
+ * goes to the socket without an intermediate Buffer: Node converts it straight
+ * into the write request, measured ~1.5-2x faster than encoding to bytes first
+ * for 64 KiB base64 frames.
+ */
+export type Frame = Uint8Array | string;
+
 export interface ByteSink {
   /**
    * Writes one batch of encoded frames, in order; false means "full": the pump
    * waits for `drained()`. An HTTP sink corks and writes the parts (one writev,
    * no copy); a WebSocket sink joins them into one message.
    */
-  write(parts: Uint8Array[], totalBytes: number): boolean;
+  write(parts: Frame[], totalBytes: number): boolean;
   /** Resolves when the sink can take more (or is closed). */
   drained(): Promise<void>;
   /** True once the peer went away: the pump stops. */
@@ -30,10 +38,10 @@ export interface ByteSink {
 
 export interface PumpOptions {
   /** Encodes one event to its bytes on the wire; null skips it. */
-  encode(ev: ExecEvent): Uint8Array | null;
+  encode(ev: ExecEvent): Frame | null;
   /** Flush early once a batch reaches this many bytes (default 256 KiB). */
   batchBytes?: number;
-  /** Called per flushed batch (metrics). */
+  /** Called per flushed batch with its size (metrics; text counted in UTF-16 units, exact for ASCII frames). */
   onBytes?(n: number): void;
 }
 
@@ -57,7 +65,7 @@ export async function pumpEvents(
 ): Promise<PumpEnd> {
   const reader = stream.getReader();
   const limit = options.batchBytes ?? 256 * 1024;
-  let batch: Uint8Array[] = [];
+  let batch: Frame[] = [];
   let batchSize = 0;
   let lastSeq = 0;
   let tick: Promise<typeof TICK> | null = null;

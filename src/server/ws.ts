@@ -74,8 +74,13 @@ export function registerWebSocket(router: Router, deps: ServerDeps): WsEndpoint 
       get closed() {
         return closed;
       },
-      write(parts, total) {
-        const batch = parts.length === 1 ? parts[0]! : Buffer.concat(parts, total);
+      write(parts) {
+        const batch =
+          parts.length === 1
+            ? parts[0]!
+            : parts.every((p) => typeof p === "string")
+              ? parts.join("")
+              : Buffer.concat(parts.map((p) => (typeof p === "string" ? Buffer.from(p) : p)));
         ws.send(batch, { binary: false }, wake);
         return ws.bufferedAmount < high;
       },

@@ -23,8 +23,12 @@
 //
 // Writes: appends for one execution go through a per-execution queue that
 // coalesces whatever the caller queued while a script call was in flight into
-// the next call, and ioredis auto-pipelining batches calls of many executions
-// into one socket write. `append` resolves only once Redis has the events, so
+// the next call; calls of many executions are pipelined on one connection
+// (ioredis writes each command at once and matches replies in order). Not
+// ioredis' "auto-pipelining": it keeps one batch in flight per connection, so
+// with many concurrent followers every call waited for the previous batch's
+// round trip (measured: p50 round trip 30 ms instead of 2.5 ms with 10
+// cross-node followers). `append` resolves only once Redis has the events, so
 // while Redis is slow or unreachable the promise stays pending (ioredis keeps
 // the command queued and reconnects) and the runtime's backpressure pauses the
 // child: the only buffer in this node is what the runtime already handed in.
@@ -583,7 +587,8 @@ export function redisConnectionOptions(): RedisOptions {
     // append that waits is backpressure, an append that fails is data loss.
     maxRetriesPerRequest: null,
     enableOfflineQueue: true,
-    enableAutoPipelining: true,
+    // Off on purpose: see "Writes" at the top of this file.
+    enableAutoPipelining: false,
     retryStrategy: (times) => Math.min(50 * times, 500),
     lazyConnect: false,
   };

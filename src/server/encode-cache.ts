@@ -1,17 +1,41 @@
 // Encode each event once per format, however many subscribers send it.
 // With the memory log every subscriber of an execution reads the same event
-// objects, so a WeakMap keyed by the event object turns N base64 encodings per
-// chunk (500 subscribers: 500x the CPU) into one; entries vanish with the
-// events. Logs that build fresh objects per read (SQLite, Redis) just miss the
-// cache and encode as before. Heartbeats are per subscriber: never cached.
-// Cached values are immutable strings, so sharing them between responses is safe.
+// objects, so a cache keyed by the event object turns N base64 encodings per
+// chunk (500 subscribers: 500x the CPU) into one. Subscribers of a live
+// execution read close together, so a small window of recent frames catches
+// nearly every hit: the cache is a FIFO bounded in bytes (default 8 MiB per
+// format), not a WeakMap, which would keep an encoded copy of every event for
+// as long as the log retains it (tripling a finished execution's memory).
+// Logs that build fresh objects per read (SQLite, Redis) just miss the cache.
+// Heartbeats are per subscriber: never cached. Cached values are immutable
+// strings, so sharing them between responses is safe.
 
 import { frameToJson } from "../wire/exec-wire.js";
 import { formatSseEvent } from "../wire/sse.js";
 import type { ExecEvent } from "../wire/types.js";
 
-const ndjson = new WeakMap<ExecEvent, string>();
-const sse = new WeakMap<ExecEvent, string>();
+const LIMIT = 8 * 1024 * 1024;
+
+class FrameCache {
+  private readonly map = new Map<ExecEvent, string>();
+  private bytes = 0;
+  get(ev: ExecEvent): string | undefined {
+    return this.map.get(ev);
+  }
+  set(ev: ExecEvent, text: string): void {
+    this.map.set(ev, text);
+    this.bytes += text.length;
+    while (this.bytes > LIMIT) {
+      const oldest = this.map.entries().next().value;
+      if (!oldest) break;
+      this.map.delete(oldest[0]);
+      this.bytes -= oldest[1].length;
+    }
+  }
+}
+
+const ndjson = new FrameCache();
+const sse = new FrameCache();
 
 /**
  * The exec-wire line of `ev` (with "\n") as text: the codec's canonical frame

@@ -712,7 +712,11 @@ export class ExecWireDecoder<V extends Chunk = Chunk> {
     return this.#line;
   }
 
-  /** Feeds a chunk; returns the events completed by it, in order. */
+  /**
+   * Feeds a chunk; returns the events completed by it, in order. A chunk of
+   * 16 KiB or more that ends inside a line is kept as a view until that line
+   * completes: do not modify it after pushing (smaller ones are copied).
+   */
   push(chunk: Uint8Array): ExecEvent<V>[] {
     const out: ExecEvent<V>[] = [];
     this.#check();

@@ -10,11 +10,12 @@
 // buffered byte is copied once into a segment and once into the joined line,
 // never re-scanned (the search for LF starts in the new bytes only).
 //
-// Segments are our own copies rather than views of the caller's chunks: a
-// caller may reuse its buffer after `push` returns (BYOB readers, pooled
-// sockets), and 1-byte chunks would otherwise cost ~100 bytes of view object
-// per byte. Small pushes are packed into 64 KiB segments, so memory stays
-// close to the length of the longest line.
+// Small pieces (< 16 KiB) are copied into our own 64 KiB segments: 1-byte
+// chunks would otherwise cost ~100 bytes of view object per byte, and a
+// caller that reuses a small buffer (pooled sockets) stays safe. Pieces of
+// 16 KiB and more are kept as views until the line completes (copying them
+// doubled the cost of 64 KiB binary events): do not modify a large chunk
+// after pushing it. Memory stays close to the length of the longest line.
 
 import { ComputerError } from "./errors.js";
 
@@ -27,6 +28,17 @@ export const EXCERPT_CHARS = 120;
 const LF = 0x0a;
 const CR = 0x0d;
 const SEGMENT_BYTES = 64 * 1024;
+const VIEW_MIN_BYTES = 16 * 1024;
+
+// Every byte of a joined line is written: skip zero-filling where the
+// platform allows (Node's Buffer.allocUnsafeSlow: unpooled, exact size).
+const allocUnsafeSlow = (globalThis as { Buffer?: { allocUnsafeSlow(n: number): Uint8Array } })
+  .Buffer?.allocUnsafeSlow;
+function allocBytes(n: number): Uint8Array {
+  if (allocUnsafeSlow === undefined || n < 4096) return new Uint8Array(n);
+  const b = allocUnsafeSlow(n);
+  return new Uint8Array(b.buffer, b.byteOffset, n);
+}
 // 120 UTF-16 units never need more than 4 bytes per unit, plus slack.
 const EXCERPT_HEAD_BYTES = EXCERPT_CHARS * 4;
 
@@ -108,11 +120,24 @@ export class PendingBytes {
     return this.#length;
   }
 
-  /** Copies `src[start..end)` into the buffer. */
+  /**
+   * Adds `src[start..end)`. Pieces under 16 KiB are copied; a larger piece is
+   * kept as a view until `take` (copying it would double the cost of big
+   * lines, measured: allocation and copy cost as much as decoding).
+   */
   append(src: Uint8Array, start = 0, end = src.length): void {
     let n = end - start;
     if (n <= 0) return;
     this.#length += n;
+    if (n >= VIEW_MIN_BYTES) {
+      if (this.#current !== null) {
+        this.#segments.push(this.#current.subarray(0, this.#used));
+        this.#current = null;
+        this.#used = 0;
+      }
+      this.#segments.push(src.subarray(start, end));
+      return;
+    }
     const cur = this.#current;
     if (cur !== null) {
       const room = cur.length - this.#used;
@@ -157,7 +182,7 @@ export class PendingBytes {
    */
   take(tail?: Uint8Array, start = 0, end = tail ? tail.length : 0): Uint8Array {
     const extra = tail ? end - start : 0;
-    const out = new Uint8Array(this.#length + extra);
+    const out = allocBytes(this.#length + extra);
     let off = 0;
     for (const seg of this.#segments) {
       out.set(seg, off);

@@ -30,8 +30,9 @@
 // round trip (measured: p50 round trip 30 ms instead of 2.5 ms with 10
 // cross-node followers). `append` resolves only once Redis has the events, so
 // while Redis is slow or unreachable the promise stays pending (ioredis keeps
-// the command queued and reconnects) and the runtime's backpressure pauses the
-// child: the only buffer in this node is what the runtime already handed in.
+// the command queued and reconnects): a runtime that bounds what it has in
+// flight then pauses the child. This log buffers nothing beyond what the
+// caller handed in (see docs/operations.md for the runtime's side).
 //
 // Waiting: one subscriber connection per log instance, subscribed per
 // execution only while someone waits on it (with a linger so a follower's

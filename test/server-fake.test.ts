@@ -114,3 +114,46 @@ it("ComputerClient delivers the events, then fails with the code", async () => {
   expect((await reader.read()).value).toMatchObject({ seq: 2 });
   await expect(reader.read()).rejects.toMatchObject({ code: "EINVAL" });
 });
+
+it("fuzz: arbitrary JSON and bytes as bodies never produce a 5xx", async () => {
+  const fc = await import("fast-check");
+  const body = fc.oneof(
+    fc.jsonValue().map((v) => JSON.stringify(v)),
+    fc
+      .record(
+        {
+          command: fc.oneof(fc.string(), fc.integer(), fc.constant(null)),
+          argv: fc.array(fc.oneof(fc.string(), fc.integer())),
+          env: fc.dictionary(fc.string(), fc.oneof(fc.string(), fc.integer())),
+          stdin: fc.oneof(
+            fc.string(),
+            fc.record({ b64: fc.string() }),
+            fc.record({ pipe: fc.boolean() }),
+          ),
+          timeoutMs: fc.oneof(fc.integer(), fc.double()),
+          encoding: fc.string(),
+          id: fc.string(),
+          cwd: fc.string(),
+        },
+        { requiredKeys: [] },
+      )
+      .map((v) => JSON.stringify(v)),
+    fc.uint8Array({ maxLength: 200 }).map((b) => Buffer.from(b).toString("latin1")),
+  );
+  await fc.assert(
+    fc.asyncProperty(
+      body,
+      fc.constantFrom("/v1/execs", "/v1/execs/f1/kill"),
+      async (text, route) => {
+        const r = await fetch(`${url}${route}`, {
+          method: "POST",
+          headers: { ...headers, "content-type": "application/json" },
+          body: text,
+        });
+        await r.arrayBuffer();
+        expect(r.status, `${route} ${text}`).toBeLessThan(500);
+      },
+    ),
+    { numRuns: 150 },
+  );
+});

@@ -141,3 +141,76 @@ describe("100 MiB byte-exact", () => {
     check.done();
   });
 });
+
+describe("backpressure", () => {
+  it("a WebSocket client that stops reading holds the command back instead of growing the server", async () => {
+    const handle = await h.client.exec("head -c 1 >/dev/null; head -c 67108864 /dev/zero", {
+      stdin: "pipe",
+    });
+    const ws = new WebSocket(`${h.url.replace("http", "ws")}/v1/ws`, {
+      headers: { authorization: `Bearer ${h.token}` },
+    });
+    await new Promise((r) => ws.once("open", r));
+    const decoder = new ExecWireDecoder();
+    let bytes = 0;
+    const done = new Promise<ExecEvent>((resolve) => {
+      ws.on("message", (data: Buffer) => {
+        for (const ev of decoder.push(data)) {
+          if (ev.name === "stdout") bytes += (ev.value as Uint8Array).length;
+          if (ev.name === "exit") resolve(ev);
+        }
+      });
+    });
+    ws.send(JSON.stringify({ type: "subscribe", id: handle.id, heartbeats: false }));
+    // Stop reading the socket: the kernel buffers fill, then the server's
+    // bufferedAmount passes its mark and the pump stops pulling the log.
+    const raw = (ws as unknown as { _socket: import("node:net").Socket })._socket;
+    raw.pause();
+    await handle.write("g");
+    await handle.end();
+    await new Promise((r) => setTimeout(r, 1500));
+    // 64 MiB of /dev/zero takes well under a second unthrottled; held back, it cannot finish.
+    const info = await handle.info();
+    expect(info.state).toBe("running");
+    raw.resume();
+    expect(await done).toMatchObject({ name: "exit", value: 0 });
+    expect(bytes).toBe(67108864);
+    ws.close();
+  });
+  it("an HTTP client that stops reading holds the command back too", async () => {
+    const { request } = await import("node:http");
+    const handle = await h.client.exec("head -c 1 >/dev/null; head -c 67108864 /dev/zero", {
+      stdin: "pipe",
+    });
+    const u = new URL(h.url);
+    const res = await new Promise<import("node:http").IncomingMessage>((resolve, reject) => {
+      const req = request(
+        {
+          host: u.hostname,
+          port: u.port,
+          path: `/v1/execs/${handle.id}/events?heartbeats=0`,
+          headers: { authorization: `Bearer ${h.token}` },
+        },
+        resolve,
+      );
+      req.on("error", reject);
+      req.end();
+    });
+    res.pause();
+    await handle.write("g");
+    await handle.end();
+    await new Promise((r) => setTimeout(r, 1500));
+    expect((await handle.info()).state).toBe("running");
+    const decoder = new ExecWireDecoder();
+    let bytes = 0;
+    let exit: ExecEvent | undefined;
+    for await (const chunk of res as AsyncIterable<Buffer>) {
+      for (const ev of decoder.push(chunk)) {
+        if (ev.name === "stdout") bytes += (ev.value as Uint8Array).length;
+        if (ev.name === "exit") exit = ev;
+      }
+    }
+    expect(exit).toMatchObject({ name: "exit", value: 0 });
+    expect(bytes).toBe(67108864);
+  });
+});

@@ -7,6 +7,8 @@
 // The command waits for one byte on stdin before it writes, and the test sends
 // it only once subscribed, so the stream is live from the first byte and the
 // log's ring never has to hold more than the subscriber lags behind.
+// Then backpressure: a reader that stops reading (WebSocket or HTTP) must hold
+// the command back, not make the server buffer its output.
 
 import { createHash, randomBytes } from "node:crypto";
 import { writeFile } from "node:fs/promises";

@@ -4,10 +4,11 @@
 
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { createReadStream } from "node:fs";
+import { createReadStream, existsSync } from "node:fs";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { Computer } from "../src/index.js";
+import { Computer, MemoryEventLog } from "../src/index.js";
+import type { EventLog } from "../src/store/types.js";
 import type { ExecEvent } from "../src/wire/types.js";
 import {
   collect,
@@ -196,6 +197,41 @@ describe("backpressure", () => {
     expect(textOf(healthy)).toBe(expected(1_000_000));
     expect(healthy.at(-1)).toMatchObject({ name: "exit", value: 0 });
     await expect(stalled.read()).rejects.toMatchObject({ code: "ELAGGING" });
+  });
+
+  it("a log that falls behind pauses the child instead of buffering its output without bound", async () => {
+    // A real memory log behind a gate that holds every append, as a stalled
+    // Redis would: the runtime may hold at most maxUnflushedBytes, so the child
+    // must block on write instead of finishing.
+    const inner = new MemoryEventLog({ logMaxBytes: 64 * 1024 * 1024 });
+    let open!: () => void;
+    const gate = new Promise<void>((r) => {
+      open = r;
+    });
+    const slow: EventLog = {
+      create: (r) => inner.create(r),
+      append: async (id, evs) => {
+        await gate;
+        return inner.append(id, evs);
+      },
+      read: (id, after, o) => inner.read(id, after, o),
+      waitFor: (id, after, sig) => inner.waitFor(id, after, sig),
+      get: (id) => inner.get(id),
+      list: () => inner.list(),
+      update: (id, patch) => inner.update(id, patch),
+      dispose: (id) => inner.dispose(id),
+      close: () => inner.close(),
+    };
+    const c = make({ log: slow, maxUnflushedBytes: 1024 * 1024 });
+    const size = 8 * 1024 * 1024;
+    const run = await c.exec(`head -c ${size} /dev/zero; touch finished.flag`);
+    await sleep(700);
+    expect(existsSync(path.join(ws.dir, "finished.flag"))).toBe(false);
+    open();
+    const res = await run.result();
+    expect(res).toMatchObject({ status: "exited", exitCode: 0, truncated: false });
+    expect((res.stdout as Uint8Array).byteLength).toBe(size);
+    expect(existsSync(path.join(ws.dir, "finished.flag"))).toBe(true);
   });
 });
 

@@ -85,6 +85,12 @@ export interface ComputerOptions {
   resultMaxBytes?: number;
   /** After the main process exits, wait this long for the pipes to close (default 250). */
   drainMs?: number;
+  /**
+   * Output read from the child but not yet accepted by the log, per execution,
+   * above which the child's pipes pause until the log catches up (default 4 MiB).
+   * This is what keeps a slow or unreachable log (Redis) from growing the node's memory.
+   */
+  maxUnflushedBytes?: number;
   /** Base environment (replaces the default base; exec's env overlays it). */
   env?: Record<string, string>;
   observer?: ComputerObserver;
@@ -151,7 +157,12 @@ class LocalExec {
   markHead = 0;
   pending: LoggedEvent[] = [];
   flushing: Promise<void> | null = null;
+  /** Pipes paused because a live subscriber lags (see updatePause). */
   paused = false;
+  /** Bytes produced but not yet accepted by the log (pending + the batch in flight). */
+  unflushed = 0;
+  /** Pipes paused because the log is behind by more than maxUnflushedBytes. */
+  logBlocked = false;
   openPipes = 2;
   leaderExit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
   reason: ExitReason | null = null;
@@ -223,6 +234,7 @@ export class Computer implements ComputerApi {
   /** Lag (bytes) above which the child's pipes pause, and below which they resume. */
   private readonly pauseAt: number;
   private readonly resumeAt: number;
+  private readonly maxUnflushed: number;
 
   constructor(options: ComputerOptions) {
     if (!options || typeof options.workspace !== "string" || options.workspace === "") {
@@ -245,6 +257,10 @@ export class Computer implements ComputerApi {
     // fits before the ring would have to evict unread events.
     this.pauseAt = Math.floor(this.opts.logMaxBytes / 2);
     this.resumeAt = Math.floor(this.pauseAt / 2);
+    this.maxUnflushed = options.maxUnflushedBytes ?? 4 * 1024 * 1024;
+    if (!(this.maxUnflushed > 0)) {
+      throw new ComputerError("EINVAL", "maxUnflushedBytes must be a positive number");
+    }
     this.baseEnv = options.env ? { ...options.env } : defaultBaseEnv();
     this.observer = options.observer;
     this.remote = options.remote;
@@ -775,6 +791,11 @@ export class Computer implements ComputerApi {
       exe.markHead = 0;
     }
     exe.pending.push(ev);
+    exe.unflushed += eventSize(ev);
+    if (!exe.logBlocked && exe.unflushed > this.maxUnflushed) {
+      exe.logBlocked = true;
+      this.applyPipes(exe);
+    }
     if (!exe.paused && exe.subs.size > 0) this.updatePause(exe);
     exe.flushing ??= this.flush(exe);
   }
@@ -786,6 +807,11 @@ export class Computer implements ComputerApi {
         const batch = exe.pending;
         exe.pending = [];
         await log.append(exe.id, batch);
+        for (const ev of batch) exe.unflushed -= eventSize(ev);
+        if (exe.logBlocked && exe.unflushed <= this.maxUnflushed / 2) {
+          exe.logBlocked = false;
+          this.applyPipes(exe);
+        }
       }
     } catch (err) {
       // The log refused (closed, unreachable): the output can no longer be
@@ -807,8 +833,7 @@ export class Computer implements ComputerApi {
     }
     if (!exe.paused && maxLag > this.pauseAt) {
       exe.paused = true;
-      exe.child.stdout?.pause();
-      exe.child.stderr?.pause();
+      this.applyPipes(exe);
       const every = Math.max(10, Math.min(1000, Math.floor(this.opts.stallMs / 4)));
       exe.stallTimer = setInterval(() => this.checkStalls(exe), every);
       exe.stallTimer.unref?.();
@@ -816,12 +841,25 @@ export class Computer implements ComputerApi {
       exe.paused = false;
       if (exe.stallTimer) clearInterval(exe.stallTimer);
       exe.stallTimer = undefined;
-      exe.child.stdout?.resume();
-      exe.child.stderr?.resume();
-      if (exe.drainWhenResumed) {
-        exe.drainWhenResumed = false;
-        this.armDrain(exe);
-      }
+      this.applyPipes(exe);
+    }
+  }
+
+  /**
+   * The pipes flow only when neither a lagging subscriber nor a lagging log
+   * holds them; the two reasons pause and resume independently.
+   */
+  private applyPipes(exe: LocalExec): void {
+    if (exe.paused || exe.logBlocked) {
+      exe.child.stdout?.pause();
+      exe.child.stderr?.pause();
+      return;
+    }
+    exe.child.stdout?.resume();
+    exe.child.stderr?.resume();
+    if (exe.drainWhenResumed) {
+      exe.drainWhenResumed = false;
+      this.armDrain(exe);
     }
   }
 
@@ -847,8 +885,8 @@ export class Computer implements ComputerApi {
     exe.drainTimer = setTimeout(() => {
       exe.drainTimer = undefined;
       if (exe.openPipes === 0) return;
-      if (exe.paused) {
-        // Output is waiting for a reader, not held by a stray grandchild.
+      if (exe.paused || exe.logBlocked) {
+        // Output is waiting for a reader or for the log, not held by a stray grandchild.
         exe.drainWhenResumed = true;
         return;
       }
@@ -856,7 +894,7 @@ export class Computer implements ComputerApi {
       // pipes a bounded time to deliver what was written before the kill.
       killGroup(exe.child.pid, "SIGKILL");
       setTimeout(() => {
-        if (exe.openPipes > 0 && !exe.paused) {
+        if (exe.openPipes > 0 && !exe.paused && !exe.logBlocked) {
           exe.child.stdout?.destroy();
           exe.child.stderr?.destroy();
         } else if (exe.openPipes > 0) {

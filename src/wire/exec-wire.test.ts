@@ -777,7 +777,11 @@ describe("exec-wire properties", () => {
         idArb,
         fc.nat({ max: Number.MAX_SAFE_INTEGER }),
         fc.constantFrom("stdout" as const, "stderr" as const),
-        fc.oneof(anyText, fc.uint8Array({ maxLength: 3000 })),
+        fc.oneof(
+          anyText,
+          fc.uint8Array({ maxLength: 3000 }),
+          fc.uint8Array({ minLength: 13000, maxLength: 30000 }),
+        ),
         (id, seq, name, value) => {
           const ev = { id, seq, name, value } as ExecEvent;
           expect(td.decode(encodeExecEvent(ev))).toBe(`${frameToJson(ev)}\n`);

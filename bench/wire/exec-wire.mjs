@@ -234,6 +234,7 @@ async function child(workload, implList, rounds, warm) {
     ts.sort((a, b) => a - b);
     out[name] = {
       median: ts[ts.length >> 1],
+      min: ts[0],
       runs: ts.length,
       bytes: input.bytes,
       events: input.events.length,
@@ -272,7 +273,7 @@ async function parent(quick) {
       true,
     ],
     ["bin64k", ["ours_stream", "ours_push", "baseline", "split2", "ndjson"], R, false],
-    ["line8m_1k", ["ours_stream", "ours_stream_64k"], R, true],
+    ["line8m_1k", ["ours_stream", "ours_stream_64k", "passthrough"], R, true],
     ["line256k_1b", ["ours_stream", "passthrough"], R, true],
     ["enc_text", ["ours_encode", "baseline_encode"], R, true],
     ["enc_bin", ["ours_encode", "baseline_encode"], R, true],
@@ -303,7 +304,12 @@ async function parent(quick) {
       const ok = per[n].filter((x) => x.median !== undefined);
       const meds = ok.map((x) => x.median).sort((a, b) => a - b);
       (results[w] ??= {})[n] = ok.length
-        ? { ...ok[0], median: meds[meds.length >> 1], runs: ok.length }
+        ? {
+            ...ok[0],
+            median: meds[meds.length >> 1],
+            min: Math.min(...ok.map((x) => x.min)),
+            runs: ok.length,
+          }
         : per[n][0];
       process.stderr.write(
         `  ${w} ${n}: ${fmtTime(results[w][n])} [${meds.map((x) => x.toFixed(0)).join(", ")}]\n`,
@@ -334,6 +340,7 @@ async function parent(quick) {
   console.log(`\n${table([header, ...rows])}`);
 
   const m = (w, i) => results[w]?.[i]?.median;
+  const best = (w, i) => results[w]?.[i]?.min;
   const ratio = (a, b) => (a && b ? b / a : undefined);
   const lower = (w, i) => m(w, i) ?? results[w]?.[i]?.capped; // capped: a lower bound
   const targets = [
@@ -380,38 +387,56 @@ async function parent(quick) {
       10,
     ],
   ];
-  const trows = targets.map(([name, r, op, target]) => {
-    const met = r === undefined ? "?" : op === ">=" ? r >= target : r <= target;
-    return [
-      name,
-      r === undefined ? "n/a" : `${r.toFixed(2)}x`,
-      `${op} ${target}x`,
-      met === true ? "met" : met === false ? "MISSED" : "?",
-    ];
-  });
+  // The same ratios from each implementation's fastest run: on a shared
+  // machine load only ever adds time, so minima are the steadier estimate.
+  const fastest = [
+    ratio(best("text100", "ours_stream"), best("text100", "baseline")),
+    ratio(best("text100", "ours_push"), best("text100", "split2")),
+    ratio(best("bin64k", "ours_stream"), best("bin64k", "baseline")),
+    ratio(best("line8m_1k", "ours_stream_64k"), best("line8m_1k", "ours_stream")),
+    ratio(best("line256k_1b", "passthrough"), best("line256k_1b", "ours_stream")),
+    ratio(best("enc_text", "ours_encode"), best("enc_text", "baseline_encode")),
+    ratio(best("enc_bin", "ours_encode"), best("enc_bin", "baseline_encode")),
+  ];
+  const verdict = (r, op, target) =>
+    r === undefined ? "?" : (op === ">=" ? r >= target : r <= target) ? "met" : "MISSED";
+  const fx = (r) => (r === undefined ? "n/a" : `${r.toFixed(2)}x`);
+  const trows = targets.map(([name, r, op, target], i) => [
+    name,
+    fx(r),
+    verdict(r, op, target),
+    fx(fastest[i]),
+    verdict(fastest[i], op, target),
+    `${op} ${target}x`,
+  ]);
   console.log(
-    `\nTargets (ratios of medians in this run)\n${table([["target", "measured", "needed", ""], ...trows])}`,
+    `\nTargets (ratios of medians over rounds, and of each one's fastest run)\n${table([["target", "medians", "", "fastest", "", "needed"], ...trows])}`,
   );
   const extra = [
     ["line8m_1k: baseline / ours", lower("line8m_1k", "baseline"), m("line8m_1k", "ours_stream")],
     ["line8m_1k: split2 / ours", lower("line8m_1k", "split2"), m("line8m_1k", "ours_stream")],
     ["line8m_1k: ndjson / ours", lower("line8m_1k", "ndjson"), m("line8m_1k", "ours_stream")],
     ["line256k_1b: split2 / ours", lower("line256k_1b", "split2"), m("line256k_1b", "ours_stream")],
-    ["text100: stream vs split2", m("text100", "split2"), m("text100", "ours_stream")],
     [
-      "text100: stream (reader.read) vs baseline",
+      "line8m_1k: pass-through of the 1 KiB chunks / ours",
+      m("line8m_1k", "passthrough"),
+      m("line8m_1k", "ours_stream"),
+    ],
+    ["text100: split2 / ours stream", m("text100", "split2"), m("text100", "ours_stream")],
+    [
+      "text100: baseline / ours stream read with reader.read()",
       m("text100", "baseline"),
       m("text100", "ours_stream_reader"),
     ],
-    ["text100: push vs ndjson", m("text100", "ndjson"), m("text100", "ours_push")],
-    ["bin64k: stream vs split2", m("bin64k", "split2"), m("bin64k", "ours_stream")],
+    ["text100: ndjson / ours push", m("text100", "ndjson"), m("text100", "ours_push")],
+    ["bin64k: split2 / ours stream", m("bin64k", "split2"), m("bin64k", "ours_stream")],
   ].map(([n, a, b]) => [
     n,
     a && b
       ? `${(a / b).toFixed(1)}x${results[n.split(":")[0]]?.[n.split(": ")[1].split(" ")[0]]?.capped ? " (at least)" : ""}`
       : "n/a",
   ]);
-  console.log(`\nOther ratios\n${table([["comparison", "ours faster by"], ...extra])}`);
+  console.log(`\nOther ratios\n${table([["comparison (time / time)", "ratio"], ...extra])}`);
   console.log(`\ntotal bench time ${((performance.now() - t0) / 1000).toFixed(0)} s`);
 }
 

@@ -121,7 +121,7 @@ describe("exec", () => {
     );
     child.kill("SIGINT");
     const status = await new Promise((resolve) => child.on("close", resolve));
-    expect(out + "").toContain("ready");
+    expect(`${out}`).toContain("ready");
     expect(status).toBe(42);
   });
 

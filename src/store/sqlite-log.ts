@@ -136,6 +136,12 @@ export class SqliteEventLog implements EventLog {
     // stay cached, so trimming does not read back the pages it frees and a
     // commit does not spill. The default (2 MB) is ~31 pages of 64 KiB.
     this.db.pragma(`cache_size = ${-32 * 1024}`);
+    // events is a rowid table (not WITHOUT ROWID): a rowid table keeps ~8 KiB
+    // of a 64 KiB blob in the leaf page and the rest in an overflow page, an
+    // index-organized one ~16 KiB; leaf pages are journaled on every change,
+    // overflow pages reused from the freelist are not. Measured ~1.5x faster
+    // for the insert + trim cycle. Files made with the older WITHOUT ROWID
+    // table keep it; the statements work on both.
     this.db.exec(`
       CREATE TABLE IF NOT EXISTS execs (
         id TEXT PRIMARY KEY,
@@ -153,7 +159,7 @@ export class SqliteEventLog implements EventLog {
         signal TEXT,
         reason TEXT,
         PRIMARY KEY (id, seq)
-      ) WITHOUT ROWID;
+      );
     `);
     this.st = {
       insertEvent: this.db.prepare(

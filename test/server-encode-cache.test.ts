@@ -1,7 +1,8 @@
-// The server's shared frame encoders (src/server/encode-cache.ts) build raw-byte
-// output frames as Buffers by hand for speed; these must be byte-for-byte the
-// codec's canonical text (frameToJson / formatSseEvent), whatever the id, seq,
-// stream name or value size.
+// The server's shared frame encoders (src/server/encode-cache.ts) must give
+// byte-for-byte the codec's canonical text (frameToJson / formatSseEvent),
+// whatever the id, seq, stream name or value size, and share one frame per
+// event between subscribers. A guard for any hand-built fast path there (a
+// Buffer-built variant was tried and measured, see docs/benchmarks.md).
 
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";

@@ -17,7 +17,7 @@ import type { ErrorFrame } from "../wire/types.js";
 import { readJsonBody, rejectUnknownFields } from "./body.js";
 import type { ServerDeps } from "./deps.js";
 import { encodeNdjson, encodeSse } from "./encode-cache.js";
-import { HttpError, sendJson, toHttpError } from "./http-errors.js";
+import { assertRetained, HttpError, sendJson, toHttpError } from "./http-errors.js";
 import { type ByteSink, pumpEvents } from "./pump.js";
 import type { RouteContext, Router } from "./router.js";
 
@@ -221,14 +221,7 @@ export async function streamEvents(
     if (after > info.lastSeq && info.state !== "running") {
       throw bad(`after ${after} is beyond the last seq ${info.lastSeq}`);
     }
-    if (after + 1 < info.earliestSeq && info.earliestSeq > 1) {
-      throw new HttpError(
-        410,
-        "ELOG_TRUNCATED",
-        `events after ${after} were dropped; the earliest retained seq is ${info.earliestSeq}`,
-        { earliestSeq: info.earliestSeq },
-      );
-    }
+    assertRetained(after, info);
   }
   const ac = new AbortController();
   const stream = handle.events({

@@ -56,6 +56,21 @@ const FS_CODES: Record<string, string> = {
   ENOSPC: "ELIMIT",
 };
 
+/**
+ * 410 ELOG_TRUNCATED when a resume after `after` would miss events the log has
+ * already dropped. One check for every transport (HTTP events, WebSocket).
+ */
+export function assertRetained(after: number, info: { earliestSeq: number }): void {
+  if (after + 1 < info.earliestSeq && info.earliestSeq > 1) {
+    throw new HttpError(
+      410,
+      "ELOG_TRUNCATED",
+      `events after ${after} were dropped; the earliest retained seq is ${info.earliestSeq}`,
+      { earliestSeq: info.earliestSeq },
+    );
+  }
+}
+
 export function statusForError(err: unknown): number {
   if (err instanceof HttpError) return err.status;
   const code = codeOf(err);

@@ -22,7 +22,7 @@ import { encodeErrorFrame } from "../wire/exec-wire.js";
 import type { ErrorFrame } from "../wire/types.js";
 import type { ServerDeps } from "./deps.js";
 import { encodeNdjson } from "./encode-cache.js";
-import { HttpError, toHttpError } from "./http-errors.js";
+import { assertRetained, HttpError, toHttpError } from "./http-errors.js";
 import { type ByteSink, pumpEvents } from "./pump.js";
 import type { Router } from "./router.js";
 
@@ -126,15 +126,7 @@ export function registerWebSocket(router: Router, deps: ServerDeps): WsEndpoint 
       try {
         const handle = await deps.computer.get(id);
         if (typeof after === "number") {
-          const info = await handle.info();
-          if (after + 1 < info.earliestSeq && info.earliestSeq > 1) {
-            throw new HttpError(
-              410,
-              "ELOG_TRUNCATED",
-              `events after ${after} were dropped; the earliest retained seq is ${info.earliestSeq}`,
-              { earliestSeq: info.earliestSeq },
-            );
-          }
+          assertRetained(after, await handle.info());
         }
         if (sub.ac.signal.aborted) return;
         const stream = handle.events({

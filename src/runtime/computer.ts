@@ -161,6 +161,8 @@ class LocalExec {
   paused = false;
   /** Bytes produced but not yet accepted by the log (pending + the batch in flight). */
   unflushed = 0;
+  /** The part of `unflushed` that is still in `pending`. */
+  pendingBytes = 0;
   /** Pipes paused because the log is behind by more than maxUnflushedBytes. */
   logBlocked = false;
   openPipes = 2;
@@ -778,7 +780,8 @@ export class Computer implements ComputerApi {
 
   private produce(exe: LocalExec, ev: LoggedEvent): void {
     exe.seq = ev.seq;
-    exe.cum += eventSize(ev);
+    const size = eventSize(ev);
+    exe.cum += size;
     exe.markCum.push(exe.cum);
     // Keep the mark window to about one ring of bytes (older events are gone from the ring too).
     const floor = exe.cum - this.opts.logMaxBytes - EVENT_OVERHEAD_BYTES;
@@ -791,7 +794,8 @@ export class Computer implements ComputerApi {
       exe.markHead = 0;
     }
     exe.pending.push(ev);
-    exe.unflushed += eventSize(ev);
+    exe.pendingBytes += size;
+    exe.unflushed += size;
     if (!exe.logBlocked && exe.unflushed > this.maxUnflushed) {
       exe.logBlocked = true;
       this.applyPipes(exe);
@@ -805,9 +809,11 @@ export class Computer implements ComputerApi {
       const log = this.logObj ?? (await this.logP);
       while (exe.pending.length > 0) {
         const batch = exe.pending;
+        const batchBytes = exe.pendingBytes;
         exe.pending = [];
+        exe.pendingBytes = 0;
         await log.append(exe.id, batch);
-        for (const ev of batch) exe.unflushed -= eventSize(ev);
+        exe.unflushed -= batchBytes;
         if (exe.logBlocked && exe.unflushed <= this.maxUnflushed / 2) {
           exe.logBlocked = false;
           this.applyPipes(exe);
@@ -818,7 +824,14 @@ export class Computer implements ComputerApi {
       // recorded, so the process must not keep running unobserved.
       exe.appendError ??= err;
       exe.pending = [];
+      exe.pendingBytes = 0;
+      exe.unflushed = 0;
       killGroup(exe.child.pid, "SIGKILL");
+      // Let the pipes run to EOF so the exit is noticed; nothing more is kept.
+      if (exe.logBlocked) {
+        exe.logBlocked = false;
+        this.applyPipes(exe);
+      }
     } finally {
       exe.flushing = null;
     }

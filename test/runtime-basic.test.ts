@@ -5,7 +5,7 @@ import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Computer } from "../src/index.js";
 import type { ExitEvent } from "../src/wire/types.js";
-import { collect, expectGapFree, logged, tempDir, textOf } from "./runtime-support.js";
+import { codeOf, collect, expectGapFree, logged, tempDir, textOf } from "./runtime-support.js";
 
 let ws: ReturnType<typeof tempDir>;
 let computer: Computer;
@@ -18,15 +18,6 @@ afterEach(async () => {
   await computer.close();
   ws.cleanup();
 });
-
-const codeOf = async (p: Promise<unknown>) => {
-  try {
-    await p;
-    return undefined;
-  } catch (err) {
-    return (err as { code?: string }).code;
-  }
-};
 
 describe("Computer: running commands", () => {
   it("runs printf and streams its bytes then exit", async () => {

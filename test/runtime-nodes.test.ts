@@ -6,22 +6,21 @@ import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Computer, MemoryEventLog, type RemoteControl, resolveInWorkspace } from "../src/index.js";
-import { collect, collectUntilError, logged, sleep, tempDir, textOf } from "./runtime-support.js";
+import {
+  codeOf,
+  collect,
+  collectUntilError,
+  logged,
+  sleep,
+  tempDir,
+  textOf,
+} from "./runtime-support.js";
 
 let ws: ReturnType<typeof tempDir>;
 beforeEach(() => {
   ws = tempDir();
 });
 afterEach(() => ws.cleanup());
-
-const codeOf = async (p: Promise<unknown>) => {
-  try {
-    await p;
-    return undefined;
-  } catch (err) {
-    return (err as { code?: string }).code;
-  }
-};
 
 describe("a second node on a shared log", () => {
   it("reads another node's execution from the log and controls it through RemoteControl", async () => {

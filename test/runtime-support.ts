@@ -80,3 +80,13 @@ export async function eventually(
   }
   throw new Error("condition not met in time");
 }
+
+/** The `code` of the error `p` rejects with, or undefined when it resolves. */
+export async function codeOf(p: Promise<unknown>): Promise<string | undefined> {
+  try {
+    await p;
+    return undefined;
+  } catch (err) {
+    return (err as { code?: string }).code;
+  }
+}

@@ -9,8 +9,8 @@ import { join } from "node:path";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { UiClient } from "../src/client/ui.js";
-import { Computer } from "../src/runtime/computer.js";
-import { type ComputerServer, createComputerServer } from "../src/server/server.js";
+import type { ComputerServer } from "../src/server/server.js";
+import { type Harness, startServer } from "./support/server-harness.js";
 
 const CHROMIUM = "/usr/bin/chromium";
 const haveChromium = existsSync(CHROMIUM);
@@ -24,7 +24,7 @@ let server: ComputerServer;
 let base: string;
 let token: string;
 let context: BrowserContext;
-let workspace: string;
+let harness: Harness | undefined;
 let profile: string;
 let probeMounted = false;
 
@@ -53,16 +53,9 @@ function alive(pid: number): boolean {
 
 describe.skipIf(!haveChromium)("dashboard in Chromium", () => {
   beforeAll(async () => {
-    workspace = mkdtempSync(join(tmpdir(), "ac-ws-"));
     profile = mkdtempSync(join(tmpdir(), "ac-chromium-"));
-    server = createComputerServer({
-      computer: (observer) => new Computer({ workspace, observer }),
-      workspace,
-      port: 0,
-      log: false,
-    });
-    base = await server.listen();
-    token = server.token!;
+    harness = await startServer();
+    ({ server, url: base, token } = harness);
     context = await chromium.launchPersistentContext(profile, {
       executablePath: CHROMIUM,
       headless: true,
@@ -80,9 +73,8 @@ describe.skipIf(!haveChromium)("dashboard in Chromium", () => {
 
   afterAll(async () => {
     await context?.close();
-    await server?.close();
+    await harness?.close();
     rmSync(profile, { recursive: true, force: true });
-    rmSync(workspace, { recursive: true, force: true });
   });
 
   it("without the token the page gets nothing and says why", async () => {

@@ -2,35 +2,22 @@
 // the asset routes (confined to a whitelist), and the driver that publishes
 // the computer's state to the `dashboard` channel and turns UI events into
 // kills and execs. The browser suite covers the page itself.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { UiClient } from "../src/client/ui.js";
-import { Computer } from "../src/runtime/computer.js";
-import { type ComputerServer, createComputerServer } from "../src/server/server.js";
+import type { ComputerServer } from "../src/server/server.js";
+import { type Harness, startServer } from "./support/server-harness.js";
 
+let harness: Harness;
 let server: ComputerServer;
 let base: string;
 let token: string;
-let workspace: string;
 
 beforeAll(async () => {
-  workspace = mkdtempSync(join(tmpdir(), "ac-dash-"));
-  server = createComputerServer({
-    computer: (observer) => new Computer({ workspace, observer }),
-    workspace,
-    port: 0,
-    log: false,
-  });
-  base = await server.listen();
-  token = server.token!;
+  harness = await startServer();
+  ({ server, url: base, token } = harness);
 });
 
-afterAll(async () => {
-  await server.close();
-  rmSync(workspace, { recursive: true, force: true });
-});
+afterAll(() => harness.close());
 
 interface State {
   component: string;

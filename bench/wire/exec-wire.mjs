@@ -11,6 +11,7 @@
 import { spawn } from "node:child_process";
 import { Readable } from "node:stream";
 import { fileURLToPath } from "node:url";
+import { chunk, streamOf } from "./chunks.mjs";
 
 const SELF = fileURLToPath(import.meta.url);
 const MiB = 1024 * 1024;
@@ -78,22 +79,6 @@ function concat(arrays) {
     o += a.length;
   }
   return out;
-}
-
-function chunk(bytes, size) {
-  const out = [];
-  for (let i = 0; i < bytes.length; i += size) out.push(bytes.slice(i, i + size));
-  return out;
-}
-
-function streamOf(chunks) {
-  let i = 0;
-  return new ReadableStream({
-    pull(c) {
-      if (i < chunks.length) c.enqueue(chunks[i++]);
-      else c.close();
-    },
-  });
 }
 
 const WORKLOADS = {

@@ -25,6 +25,7 @@
 
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { chunk, streamOf } from "./chunks.mjs";
 
 const SELF = fileURLToPath(import.meta.url);
 const PROCS = Number(process.env.SSE_BENCH_PROCS ?? 3);
@@ -61,22 +62,6 @@ function bigLineInput() {
     .repeat(Math.ceil(BIG / 20))
     .slice(0, BIG - head.length - tail.length);
   return new TextEncoder().encode(`data: ${head}${fill}${tail}\n\ndata: [DONE]\n\n`);
-}
-
-function chunk(bytes, size) {
-  const out = [];
-  for (let i = 0; i < bytes.length; i += size) out.push(bytes.subarray(i, i + size));
-  return out;
-}
-
-function streamOf(chunks) {
-  let i = 0;
-  return new ReadableStream({
-    pull(c) {
-      if (i < chunks.length) c.enqueue(chunks[i++]);
-      else c.close();
-    },
-  });
 }
 
 // ---------- contenders: each consumes a stream and returns the number of commands ----------

@@ -1,0 +1,19 @@
+// Input plumbing shared by the wire benchmarks: cut bytes into chunks (each its
+// own buffer, as network reads deliver them) and feed them as a ReadableStream
+// that hands out one chunk per pull.
+
+export function chunk(bytes, size) {
+  const out = [];
+  for (let i = 0; i < bytes.length; i += size) out.push(bytes.slice(i, i + size));
+  return out;
+}
+
+export function streamOf(chunks) {
+  let i = 0;
+  return new ReadableStream({
+    pull(c) {
+      if (i < chunks.length) c.enqueue(chunks[i++]);
+      else c.close();
+    },
+  });
+}

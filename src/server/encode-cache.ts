@@ -1,35 +1,56 @@
-// Encode each event once per format, however many subscribers send it.
-// With the memory log every subscriber of an execution reads the same event
-// objects, so a cache keyed by the event object turns N base64 encodings per
-// chunk (500 subscribers: 500x the CPU) into one. Subscribers of a live
-// execution read close together, so a small window of recent frames catches
-// nearly every hit: the cache is a FIFO bounded in bytes (1 MiB per
-// format), not a WeakMap, which would keep an encoded copy of every event for
-// as long as the log retains it (tripling a finished execution's memory).
-// Logs that build fresh objects per read (SQLite, Redis) just miss the cache.
-// Heartbeats are per subscriber: never cached. Cached values are immutable
-// strings, so sharing them between responses is safe.
+// Frame encoders for the server's event streams: one per open stream, sharing
+// encoded frames between streams of the same execution.
+//
+// Why shared: with the memory log every subscriber of an execution reads the
+// same event objects, so a cache keyed by the event object turns N base64
+// encodings per chunk (500 subscribers: 500x the CPU) into one. Subscribers of
+// a live execution read close together, so a small FIFO window of recent
+// frames (1 MiB per format) catches nearly every hit; a WeakMap would keep an
+// encoded copy of every event for as long as the log retains it.
+//
+// Why only when shared: a cached frame outlives the young-generation GC that
+// would otherwise free it for nothing, gets copied and promoted, and old-space
+// growth then forces full collections. A lone stream (the common case) gained
+// nothing from the cache and paid ~25% of the server's CPU for it (1 GiB of
+// raw output, docs/benchmarks.md). So frames are cached only while more than
+// one stream of the same execution and format is open on this server.
+//
+// Frames are ASCII text whenever possible (pump.ts: sinks write text as
+// latin1, one byte per character, with no UTF-8 scan or transcoding): base64
+// output frames always are (ids are validated ASCII), other frames are checked,
+// and a frame that is not ASCII is handed over as its UTF-8 bytes instead.
+// Logs that build fresh event objects per read (SQLite, Redis) miss the cache,
+// which is then only a bounded window of wasted memory. Heartbeats are per
+// subscriber: never cached. Cached values are immutable, so sharing is safe.
 
 import { frameToJson } from "../wire/exec-wire.js";
 import { formatSseEvent } from "../wire/sse.js";
 import type { ExecEvent } from "../wire/types.js";
+import type { Frame } from "./pump.js";
+
+export type StreamFormat = "ndjson" | "sse";
+
+/** The encoder of one open event stream; `close()` when the stream ends. */
+export interface FrameEncoder {
+  encode(ev: ExecEvent): Frame;
+  close(): void;
+}
 
 // 1 MiB (about 12 frames of 64 KiB output): enough for fan-out subscribers,
-// which read close together (500 subscribers: 1.9 s, as with 8 MiB), while
-// frames die young. At 8 MiB the cached strings outlived scavenges and were
-// copied and promoted: the encode path of one stream ran at ~290 MB/s instead
-// of ~415 MB/s (Computer -> pumpEvents -> null sink, 512 MiB of /dev/zero).
+// which read close together (500 subscribers x 2 MiB in ~1.9 s, as with 8 MiB).
 const LIMIT = 1024 * 1024;
 
 class FrameCache {
-  private readonly map = new Map<ExecEvent, string>();
+  private readonly map = new Map<ExecEvent, Frame>();
   private bytes = 0;
-  get(ev: ExecEvent): string | undefined {
+  /** Open streams per execution id: frames are cached only for ids with two or more. */
+  readonly streams = new Map<string, number>();
+  get(ev: ExecEvent): Frame | undefined {
     return this.map.get(ev);
   }
-  set(ev: ExecEvent, text: string): void {
-    this.map.set(ev, text);
-    this.bytes += text.length;
+  set(ev: ExecEvent, frame: Frame): void {
+    this.map.set(ev, frame);
+    this.bytes += frame.length;
     while (this.bytes > LIMIT) {
       const oldest = this.map.entries().next().value;
       if (!oldest) break;
@@ -39,34 +60,55 @@ class FrameCache {
   }
 }
 
-const ndjson = new FrameCache();
-const sse = new FrameCache();
+const caches: Record<StreamFormat, FrameCache> = {
+  ndjson: new FrameCache(),
+  sse: new FrameCache(),
+};
 
-/**
- * The exec-wire line of `ev` (with "\n") as text: the codec's canonical frame
- * (frameToJson). Sinks write text straight to the socket as UTF-8 (see Frame
- * in pump.ts), which skips one copy of every frame.
- */
-export function encodeNdjson(ev: ExecEvent): string {
-  if (ev.name === "heartbeat") return `${frameToJson(ev)}\n`;
-  let text = ndjson.get(ev);
-  if (text === undefined) {
-    text = `${frameToJson(ev)}\n`;
-    ndjson.set(ev, text);
-  }
-  return text;
+const NON_ASCII = /[^\x00-\x7f]/;
+
+/** The text of `ev` in `format`, without caching. */
+function frameText(format: StreamFormat, ev: ExecEvent): string {
+  if (format === "ndjson") return `${frameToJson(ev)}\n`;
+  // Heartbeats carry no `id:` so they never move Last-Event-ID (WIRE.md §2).
+  if (ev.name === "heartbeat") return formatSseEvent({ event: "heartbeat", data: frameToJson(ev) });
+  return formatSseEvent({ id: ev.seq, event: ev.name, data: frameToJson(ev) });
 }
 
-/** The SSE block of `ev`: `id: seq` / `event: name` / `data: frame`; heartbeats carry no id. */
-export function encodeSse(ev: ExecEvent): string {
-  // Heartbeats carry no `id:` so they never move Last-Event-ID (WIRE.md §2).
-  if (ev.name === "heartbeat") {
-    return formatSseEvent({ event: "heartbeat", data: frameToJson(ev) });
-  }
-  let text = sse.get(ev);
-  if (text === undefined) {
-    text = formatSseEvent({ id: ev.seq, event: ev.name, data: frameToJson(ev) });
-    sse.set(ev, text);
-  }
-  return text;
+/** `text` as a Frame: itself when ASCII (`known` skips the scan), else its UTF-8 bytes. */
+function asFrame(text: string, known: boolean): Frame {
+  return known || !NON_ASCII.test(text) ? text : Buffer.from(text, "utf8");
+}
+
+/**
+ * Opens the encoder for one stream of execution `id` in `format`. Its frames
+ * are byte-for-byte the codec's canonical text (frameToJson, formatSseEvent).
+ */
+export function openFrameEncoder(format: StreamFormat, id: string): FrameEncoder {
+  const cache = caches[format];
+  cache.streams.set(id, (cache.streams.get(id) ?? 0) + 1);
+  const idAscii = !NON_ASCII.test(id);
+  let open = true;
+  return {
+    encode(ev) {
+      // Raw-byte output is base64 inside an ASCII header: no scan needed.
+      const ascii = idAscii && ev.id === id && ev.value instanceof Uint8Array;
+      if (ev.name === "heartbeat" || (cache.streams.get(id) ?? 0) < 2) {
+        return asFrame(frameText(format, ev), ascii);
+      }
+      let frame = cache.get(ev);
+      if (frame === undefined) {
+        frame = asFrame(frameText(format, ev), ascii);
+        cache.set(ev, frame);
+      }
+      return frame;
+    },
+    close() {
+      if (!open) return;
+      open = false;
+      const n = (cache.streams.get(id) ?? 1) - 1;
+      if (n > 0) cache.streams.set(id, n);
+      else cache.streams.delete(id);
+    },
+  };
 }

@@ -16,12 +16,12 @@ import { formatSseEvent } from "../wire/sse.js";
 import type { ErrorFrame } from "../wire/types.js";
 import { readJsonBody, rejectUnknownFields } from "./body.js";
 import type { ServerDeps } from "./deps.js";
-import { encodeNdjson, encodeSse } from "./encode-cache.js";
+import { openFrameEncoder, type StreamFormat } from "./encode-cache.js";
 import { assertRetained, HttpError, sendJson, toHttpError } from "./http-errors.js";
-import { type ByteSink, pumpEvents } from "./pump.js";
+import { type ByteSink, type Frame, pumpEvents } from "./pump.js";
 import type { RouteContext, Router } from "./router.js";
 
-export type StreamFormat = "ndjson" | "sse";
+export type { StreamFormat };
 
 const EXEC_FIELDS = ["id", "command", "argv", "cwd", "env", "stdin", "timeoutMs", "encoding"];
 const ID_RE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
@@ -159,6 +159,10 @@ function errorFrameOf(id: string, err: unknown): ErrorFrame {
   return frame;
 }
 
+function writeFrame(res: ServerResponse, frame: Frame): boolean {
+  return typeof frame === "string" ? res.write(frame, "latin1") : res.write(frame);
+}
+
 /** A ByteSink over an HTTP response: res.write() backpressure, 'close' ends it. */
 export function responseSink(res: ServerResponse): ByteSink & { dispose(): void } {
   let closed = false;
@@ -179,11 +183,12 @@ export function responseSink(res: ServerResponse): ByteSink & { dispose(): void 
       return closed || res.destroyed;
     },
     write: (parts) => {
-      if (parts.length === 1) return res.write(parts[0]!);
+      // Text frames are ASCII (see Frame in pump.ts): latin1 is a plain copy.
+      if (parts.length === 1) return writeFrame(res, parts[0]!);
       // cork + writes + uncork = one writev of all parts, without copying them together
       res.cork();
       let ok = true;
-      for (const p of parts) ok = res.write(p);
+      for (const p of parts) ok = writeFrame(res, p);
       res.uncork();
       return ok;
     },
@@ -247,10 +252,11 @@ export async function streamEvents(
   deps.metrics.subscribers.inc({ transport });
   const onClose = () => ac.abort();
   res.once("close", onClose);
+  const encoder = openFrameEncoder(format, handle.id);
   try {
     if (format === "sse") res.write("retry: 1000\n\n");
     const end = await pumpEvents(stream, sink, {
-      encode: format === "sse" ? encodeSse : encodeNdjson,
+      encode: encoder.encode,
       onBytes: (n) => deps.metrics.bytesStreamed.inc({ transport }, n),
     });
     if (end.kind === "closed" || sink.closed) return;
@@ -270,6 +276,7 @@ export async function streamEvents(
     }
     res.end();
   } finally {
+    encoder.close();
     res.off("close", onClose);
     sink.dispose();
     deps.subscriptions.count--;

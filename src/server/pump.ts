@@ -16,10 +16,11 @@
 import type { ExecEvent } from "../wire/types.js";
 
 /**
- * One encoded frame: bytes, or its text (written as UTF-8 by the sink). Text
- * goes to the socket without an intermediate Buffer: Node converts it straight
- * into the write request, measured ~1.5-2x faster than encoding to bytes first
- * for 64 KiB base64 frames.
+ * One encoded frame: bytes, or ASCII text. Text goes to the socket without an
+ * intermediate Buffer, written as latin1 (one byte per character: no UTF-8
+ * length scan, no transcoding), measured ~1.5-2x faster than encoding to bytes
+ * first for 64 KiB base64 frames. Producers hand anything that is not ASCII
+ * over as its UTF-8 bytes (encode-cache.ts), so `length` is always the byte count.
  */
 export type Frame = Uint8Array | string;
 
@@ -41,7 +42,7 @@ export interface PumpOptions {
   encode(ev: ExecEvent): Frame | null;
   /** Flush early once a batch reaches this many bytes (default 256 KiB). */
   batchBytes?: number;
-  /** Called per flushed batch with its size (metrics; text counted in UTF-16 units, exact for ASCII frames). */
+  /** Called per flushed batch with its size in bytes (metrics). */
   onBytes?(n: number): void;
 }
 

@@ -21,9 +21,9 @@ import { type WebSocket, WebSocketServer } from "ws";
 import { encodeErrorFrame } from "../wire/exec-wire.js";
 import type { ErrorFrame } from "../wire/types.js";
 import type { ServerDeps } from "./deps.js";
-import { encodeNdjson } from "./encode-cache.js";
+import { openFrameEncoder } from "./encode-cache.js";
 import { assertRetained, HttpError, toHttpError } from "./http-errors.js";
-import { type ByteSink, pumpEvents } from "./pump.js";
+import { type ByteSink, type Frame, pumpEvents } from "./pump.js";
 import type { Router } from "./router.js";
 
 const MAX_MESSAGE_BYTES = 64 * 1024;
@@ -39,6 +39,25 @@ function errorFrame(id: string | undefined, err: unknown): ErrorFrame {
   if (id !== undefined) frame.id = id;
   if (e.earliestSeq !== undefined) frame.earliestSeq = e.earliestSeq;
   return frame;
+}
+
+/**
+ * One WebSocket message of exec-wire lines from a batch of frames: a single
+ * Buffer filled with one copy per frame (text frames are ASCII, so latin1; ws
+ * would otherwise UTF-8-encode a string, a scan plus a copy).
+ */
+function joinFrames(parts: Frame[], totalBytes: number): Uint8Array {
+  if (parts.length === 1 && typeof parts[0] !== "string") return parts[0]!;
+  const out = Buffer.allocUnsafe(totalBytes);
+  let at = 0;
+  for (const p of parts) {
+    if (typeof p === "string") at += out.write(p, at, "latin1");
+    else {
+      out.set(p, at);
+      at += p.length;
+    }
+  }
+  return out;
 }
 
 export interface WsEndpoint {
@@ -74,14 +93,8 @@ export function registerWebSocket(router: Router, deps: ServerDeps): WsEndpoint 
       get closed() {
         return closed;
       },
-      write(parts) {
-        const batch =
-          parts.length === 1
-            ? parts[0]!
-            : parts.every((p) => typeof p === "string")
-              ? parts.join("")
-              : Buffer.concat(parts.map((p) => (typeof p === "string" ? Buffer.from(p) : p)));
-        ws.send(batch, { binary: false }, wake);
+      write(parts, totalBytes) {
+        ws.send(joinFrames(parts, totalBytes), { binary: false }, wake);
         return ws.bufferedAmount < high;
       },
       drained() {
@@ -141,11 +154,12 @@ export function registerWebSocket(router: Router, deps: ServerDeps): WsEndpoint 
           write: sink.write,
           drained: sink.drained,
         };
+        const encoder = openFrameEncoder("ndjson", id);
         const end = await pumpEvents(stream, subSink, {
-          encode: encodeNdjson,
+          encode: encoder.encode,
           batchBytes: high / 4,
           onBytes: (n) => deps.metrics.bytesStreamed.inc({ transport: "ws" }, n),
-        });
+        }).finally(encoder.close);
         if (end.kind === "error") throw end.error;
       } finally {
         if (subs.get(id) === sub) subs.delete(id);

@@ -24,7 +24,6 @@
 // subscriber: never cached. Cached values are immutable, so sharing is safe.
 
 import { frameToJson } from "../wire/exec-wire.js";
-import { formatSseEvent } from "../wire/sse.js";
 import type { ExecEvent } from "../wire/types.js";
 import type { Frame } from "./pump.js";
 
@@ -70,9 +69,13 @@ const NON_ASCII = /[^\x00-\x7f]/;
 /** The text of `ev` in `format`, without caching. */
 function frameText(format: StreamFormat, ev: ExecEvent): string {
   if (format === "ndjson") return `${frameToJson(ev)}\n`;
+  // The SSE block formatSseEvent would build, without its scan of `data` for
+  // line breaks (which also flattens the 87 KiB frame string): compact JSON
+  // never contains a raw CR or LF, and seq and name are checked by frameToJson.
   // Heartbeats carry no `id:` so they never move Last-Event-ID (WIRE.md §2).
-  if (ev.name === "heartbeat") return formatSseEvent({ event: "heartbeat", data: frameToJson(ev) });
-  return formatSseEvent({ id: ev.seq, event: ev.name, data: frameToJson(ev) });
+  const json = frameToJson(ev);
+  if (ev.name === "heartbeat") return `event: heartbeat\ndata: ${json}\n\n`;
+  return `id: ${ev.seq}\nevent: ${ev.name}\ndata: ${json}\n\n`;
 }
 
 /** `text` as a Frame: itself when ASCII (`known` skips the scan), else its UTF-8 bytes. */

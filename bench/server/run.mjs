@@ -11,7 +11,8 @@
 // The servers run as separate processes (dist/cli/main.js serve and
 // raw-server.mjs) so server and client do not share an event loop, and so the
 // server's RSS is its own. Usage:
-//   node bench/server/run.mjs [--size MiB] [--subscribers N] [--fanout-size MiB] [--reps N]
+//   node bench/server/run.mjs [--size MiB] [--reps N] [--subscribers N] [--fanout-size MiB]
+//                             [--phases throughput,fanout,latency]
 
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -32,7 +33,11 @@ const opt = (name, def) => {
   return i >= 0 ? Number(args[i + 1]) : def;
 };
 const SIZE = opt("size", 1024) * 1024 * 1024;
-const REPS = opt("reps", 1);
+const REPS = opt("reps", 3);
+const phaseArg = args.indexOf("--phases");
+const PHASES = new Set(
+  phaseArg >= 0 ? args[phaseArg + 1].split(",") : ["throughput", "fanout", "latency"],
+);
 const SUBS = opt("subscribers", 500);
 const FANOUT_SIZE = opt("fanout-size", 2) * 1024 * 1024;
 const TOKEN = "bench-token";
@@ -54,6 +59,12 @@ function startProcess(argv, match) {
     child.stdout.on("data", onData);
     child.on("exit", (code) => reject(new Error(`process exited early (${code})`)));
   });
+}
+
+/** User + system CPU seconds used so far by process `pid` (Linux /proc; clock ticks of 10 ms). */
+function cpuSeconds(pid) {
+  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+  return (Number(f[11]) + Number(f[12])) / 100;
 }
 
 function rssMiB(pid) {
@@ -320,35 +331,62 @@ async function main() {
       "SSE (fetch + SSE parser)": () => sseRun(ours.url, cmd),
       "WebSocket (ws + exec-wire decoder)": () => wsRun(ours.url, client, cmd),
     };
-    for (const [name, fn] of Object.entries(runs)) {
-      const mbps = [];
-      for (let i = 0; i < REPS; i++) {
+    // Round-robin over the transports, REPS rounds, so that load drift on a
+    // shared machine spreads over all of them; medians per transport. CPU
+    // seconds are per GiB of command output: the server's (from /proc) and
+    // this client process's (process.cpuUsage), to show where the time goes.
+    const samples = Object.fromEntries(Object.keys(runs).map((k) => [k, []]));
+    for (let i = 0; i < (PHASES.has("throughput") ? REPS : 0); i++) {
+      for (const [name, fn] of Object.entries(runs)) {
+        const pid = name.startsWith("raw") ? raw.child.pid : ours.child.pid;
+        const server0 = cpuSeconds(pid);
+        const client0 = process.cpuUsage();
         const r = await fn();
+        const client = process.cpuUsage(client0);
         if (r.bytes !== SIZE) throw new Error(`${name}: got ${r.bytes} bytes, expected ${SIZE}`);
-        mbps.push(r.bytes / MB / (r.ms / 1000));
+        const perGiB = (1024 * 1024 * 1024) / r.bytes;
+        samples[name].push({
+          mbps: r.bytes / MB / (r.ms / 1000),
+          server: (cpuSeconds(pid) - server0) * perGiB,
+          client: ((client.user + client.system) / 1e6) * perGiB,
+        });
       }
-      results[name] = median(mbps);
     }
-    const rawMBps = results["raw node:http (fetch)"];
-    console.log("\n| transport | MB/s of command output | vs raw |\n| --- | ---: | ---: |");
-    for (const [name, v] of Object.entries(results)) {
-      console.log(`| ${name} | ${v.toFixed(0)} | ${(v / rawMBps).toFixed(2)}x |`);
+    for (const [name, xs] of Object.entries(samples)) {
+      if (xs.length === 0) continue;
+      results[name] = {
+        mbps: median(xs.map((x) => x.mbps)),
+        server: median(xs.map((x) => x.server)),
+        client: median(xs.map((x) => x.client)),
+        all: xs.map((x) => x.mbps.toFixed(0)).join(", "),
+      };
     }
-
-    const f = await fanout(ours.url, client, ours.child.pid);
-    console.log(
-      `\n## fan-out: ${SUBS} subscribers on one execution, ${FANOUT_SIZE / 1024 / 1024} MiB output each\n`,
-    );
-    console.log("| metric | value |\n| --- | ---: |");
-    console.log(`| time until all ${SUBS} received exit | ${(f.ms / 1000).toFixed(2)} s |`);
-    console.log(
-      `| delivered command output (all subscribers) | ${f.deliveredMBps.toFixed(0)} MB/s |`,
-    );
-    console.log(`| wire bytes written (exec-wire, base64) | ${f.wireMBps.toFixed(0)} MB/s |`);
-    console.log(
-      `| server RSS before / peak | ${f.baseRss.toFixed(0)} / ${f.peakRss.toFixed(0)} MiB |`,
-    );
-
+    const rawMBps = results["raw node:http (fetch)"]?.mbps;
+    if (rawMBps)
+      console.log(
+        "\n| transport | MB/s of command output (median) | vs raw | runs, MB/s | server CPU s/GiB | client CPU s/GiB |\n| --- | ---: | ---: | --- | ---: | ---: |",
+      );
+    for (const [name, v] of rawMBps ? Object.entries(results) : []) {
+      console.log(
+        `| ${name} | ${v.mbps.toFixed(0)} | ${(v.mbps / rawMBps).toFixed(2)}x | ${v.all} | ${v.server.toFixed(2)} | ${v.client.toFixed(2)} |`,
+      );
+    }
+    if (PHASES.has("fanout")) {
+      const f = await fanout(ours.url, client, ours.child.pid);
+      console.log(
+        `\n## fan-out: ${SUBS} subscribers on one execution, ${FANOUT_SIZE / 1024 / 1024} MiB output each\n`,
+      );
+      console.log("| metric | value |\n| --- | ---: |");
+      console.log(`| time until all ${SUBS} received exit | ${(f.ms / 1000).toFixed(2)} s |`);
+      console.log(
+        `| delivered command output (all subscribers) | ${f.deliveredMBps.toFixed(0)} MB/s |`,
+      );
+      console.log(`| wire bytes written (exec-wire, base64) | ${f.wireMBps.toFixed(0)} MB/s |`);
+      console.log(
+        `| server RSS before / peak | ${f.baseRss.toFixed(0)} / ${f.peakRss.toFixed(0)} MiB |`,
+      );
+    }
+    if (!PHASES.has("latency")) return;
     console.log(`\n## latency: child write -> client receipt, ${LAT_N} lines at 100/s\n`);
     console.log("| transport | p50 | p99 |\n| --- | ---: | ---: |");
     for (const [name, fn] of [

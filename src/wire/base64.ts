@@ -181,6 +181,25 @@ export const decodeBase64: (text: string) => Uint8Array =
       : decodeBase64Portable;
 
 /**
+ * Decodes the strict base64 held as bytes in `b[start, end)`, without first
+ * decoding a whole line of them as UTF-8 (the exec-wire decoder's byte fast
+ * path, for large `b64` frames). Only where Node's Buffer can make the bytes a
+ * latin1 string in one copy; undefined elsewhere (callers take the text path).
+ * Bytes 0x80-0xFF become characters Buffer's decoder skips like any other
+ * non-alphabet character, which the length check of decodeBase64Ascii catches
+ * (a property test holds the byte path equal to the text path).
+ */
+export const decodeBase64Bytes:
+  | ((b: Uint8Array, start: number, end: number) => Uint8Array)
+  | undefined =
+  NodeBuffer === undefined
+    ? undefined
+    : (b, start, end) =>
+        decodeBase64Ascii(
+          NodeBuffer.from(b.buffer, b.byteOffset + start, end - start).toString("latin1"),
+        );
+
+/**
  * `decodeBase64` for text whose every character is ASCII or U+FFFD (the
  * caller knows: e.g. text decoded from as many bytes as it has characters).
  * Same result and errors, about 2x faster on Node: instead of re-encoding to

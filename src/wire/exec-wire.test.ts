@@ -856,4 +856,53 @@ describe("exec-wire properties", () => {
       { numRuns: 300 },
     );
   });
+
+  it("the byte fast path for long b64 frames gives the JSON.parse path's results on any line, in any chunking", () => {
+    // Long raw-byte frames (>= 1 KiB, the byte path's threshold), then random
+    // byte edits of them (including bytes 0x80-0xFF and parts of UTF-8
+    // sequences), fed whole and split so that both the line-by-line region
+    // path and the pending-line path are exercised.
+    const longFrame = fc
+      .record({
+        id: fc.oneof(fc.constantFrom("r1", "exec-7", "é", "a\\b"), fc.string({ maxLength: 12 })),
+        seq: fc.integer({ min: 1, max: 2 ** 40 }),
+        name: fc.constantFrom("stdout" as const, "stderr" as const),
+        value: fc.uint8Array({ minLength: 770, maxLength: 3000 }),
+      })
+      .map((ev) => encodeExecEvent(ev as ExecEvent).subarray(0, -1));
+    const mutated = fc
+      .tuple(longFrame, fc.nat(), fc.integer({ min: 0, max: 255 }), fc.boolean())
+      .map(([line, pos, byte, insert]) => {
+        const p = pos % (line.length + 1);
+        const head = line.subarray(0, p);
+        const tail = line.subarray(insert ? p : p + 1);
+        return concat([head, Uint8Array.of(byte), tail]);
+      });
+    const lineArb = fc.oneof(longFrame, mutated, mutated, mutated);
+    fc.assert(
+      fc.property(
+        fc.array(lineArb, { minLength: 1, maxLength: 5 }),
+        fc.integer({ min: 1, max: 5000 }),
+        fc.boolean(),
+        (lines, cut, crlf) => {
+          const eol = bytes(crlf ? "\r\n" : "\n");
+          const all = concat(lines.flatMap((l) => [l, eol]));
+          const chunkings = [[all], [all.subarray(0, cut), all.subarray(cut)]];
+          for (const chunks of chunkings) {
+            const outcome = (fastPath: boolean) => {
+              const errors: [string, number, string][] = [];
+              const r = decodeAll(chunks, {
+                fastPath,
+                onError: (e) => errors.push([e.code, e.line, e.excerpt]),
+              });
+              return { events: r.events, errors, fatal: r.error && [r.error.code, r.error.line] };
+            };
+            expect(outcome(true)).toEqual(outcome(false));
+          }
+        },
+      ),
+      // Shrinking kilobyte-long lines takes minutes: report the first failure as is.
+      { numRuns: 300, endOnFailure: true },
+    );
+  });
 });

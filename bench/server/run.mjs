@@ -1,7 +1,7 @@
 // Server streaming benchmark (`npm run bench:server`). In one run, side by side:
 //  1. throughput: `head -c SIZE /dev/zero` streamed to a client over exec-wire
-//     HTTP (the ComputerClient SDK), SSE (fetch + our SSE parser + base64
-//     decode) and WebSocket (`ws` + the exec-wire decoder), against a raw
+//     HTTP (the ComputerClient SDK), SSE (fetch + our SSE parser, each event's
+//     data decoded by decodeExecFrame) and WebSocket (`ws` + the exec-wire decoder), against a raw
 //     node:http server piping the same command's stdout (fetch client). Every
 //     client decodes back to the command's bytes and checks the count;
 //  2. fan-out: N subscribers (default 500, one HTTP connection each) on one
@@ -22,7 +22,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import WebSocket from "ws";
 import { ComputerClient } from "../../dist/client/client.js";
-import { ExecWireDecoder } from "../../dist/wire/exec-wire.js";
+import { decodeExecFrame, ExecWireDecoder } from "../../dist/wire/exec-wire.js";
 import { createSseParser } from "../../dist/wire/sse.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -116,8 +116,9 @@ async function sseRun(url, cmd) {
   const parser = createSseParser({
     onEvent(e) {
       if (e.type !== "stdout") return;
-      const frame = JSON.parse(e.data);
-      bytes += Buffer.from(frame.value, "base64").length;
+      // Each event's data is one exec-wire frame: decoded by the codec (its
+      // fast path, strict base64), as a browser client of ours would.
+      bytes += decodeExecFrame(e.data).value.length;
     },
   });
   for await (const c of res.body) parser.feed(c);
@@ -263,7 +264,7 @@ async function latencySse(url) {
   const samples = [];
   const parser = createSseParser({
     onEvent(e) {
-      if (e.type === "stdout") collectLines(JSON.parse(e.data).value, samples, now());
+      if (e.type === "stdout") collectLines(decodeExecFrame(e.data).value, samples, now());
     },
   });
   for await (const c of res.body) parser.feed(c);
@@ -328,7 +329,7 @@ async function main() {
     const runs = {
       "raw node:http (fetch)": () => rawRun(raw.url, cmd),
       "exec-wire HTTP (ComputerClient)": () => ndjsonRun(client, cmd),
-      "SSE (fetch + SSE parser)": () => sseRun(ours.url, cmd),
+      "SSE (fetch + SSE parser + decodeExecFrame)": () => sseRun(ours.url, cmd),
       "WebSocket (ws + exec-wire decoder)": () => wsRun(ours.url, client, cmd),
     };
     // Round-robin over the transports, REPS rounds, so that load drift on a

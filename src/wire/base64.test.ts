@@ -108,6 +108,35 @@ describe("decodeBase64Ascii (the decoder's fast path for ASCII text)", () => {
   });
 });
 
+describe("decodeBase64 on any text", () => {
+  it("accepts and rejects exactly what the strict portable decoder does, whatever the characters (property)", () => {
+    const outcome = (f: (t: string) => Uint8Array, t: string) => {
+      try {
+        return Array.from(f(t));
+      } catch (e) {
+        return (e as { code?: string }).code;
+      }
+    };
+    // Characters above U+00FF whose low byte is a base64 letter ("\u0141"
+    // reads as "A" to Buffer) must not slip through the ASCII fast check.
+    const junk = fc.oneof(
+      fc.constantFrom("\u0141", "\u0176", "\uff41", "\u00c1", "\ufffd", "\ud83d", "-", "=", " "),
+      fc.string({ minLength: 1, maxLength: 1, unit: "binary" }),
+    );
+    const valid = fc.uint8Array({ maxLength: 60 }).map(encodeBase64Portable);
+    const mutated = fc.tuple(valid, fc.nat(), junk, fc.boolean()).map(([t, p, c, ins]) => {
+      const i = p % (t.length + 1);
+      return t.slice(0, i) + c + t.slice(ins ? i : i + 1);
+    });
+    fc.assert(
+      fc.property(fc.oneof(valid, mutated, mutated), (t) => {
+        expect(outcome(decodeBase64, t)).toEqual(outcome(decodeBase64Portable, t));
+      }),
+      { numRuns: 3000 },
+    );
+  });
+});
+
 describe("base64 platform selection", () => {
   it("uses a native implementation on Node", () => {
     expect(["native", "buffer"]).toContain(base64Implementation);

@@ -5,6 +5,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   decodeExecEvents,
+  decodeExecFrame,
   type ExecWireDecodeOptions,
   ExecWireDecoder,
   ExecWireError,
@@ -854,6 +855,55 @@ describe("exec-wire properties", () => {
         expect(outcome(true)).toEqual(outcome(false));
       }),
       { numRuns: 300 },
+    );
+  });
+
+  it("decodeExecFrame decodes one frame's text exactly as the stream decoder decodes that line", () => {
+    const canonical = smallEventArb.map((d) =>
+      td.decode(encodeExecEvent({ ...d, seq: 5 } as ExecEvent)).slice(0, -1),
+    );
+    const mutated = fc
+      .tuple(
+        canonical,
+        fc.nat(),
+        fc.constantFrom('"', "\\", "}", "0", "a", " ", "é", "="),
+        fc.boolean(),
+      )
+      .map(([line, pos, ch, insert]) => {
+        const p = pos % (line.length + 1);
+        return line.slice(0, p) + ch + line.slice(insert ? p : p + 1);
+      });
+    const special = fc.constantFrom(
+      '{"id":"r1","name":"error","code":"ELOG_TRUNCATED","message":"gone","earliestSeq":7}',
+      '{"id":"r1","seq":2,"name":"future-thing","value":1}',
+      '{"id":"r1","seq":3,"name":"exit","value":0,"reason":"exited"}',
+      "",
+    );
+    fc.assert(
+      fc.property(fc.oneof(canonical, mutated, special), (raw) => {
+        // What the wire can carry: lone surrogates become U+FFFD on the way to bytes.
+        const line = td.decode(bytes(raw));
+        const streamed = (() => {
+          try {
+            const events = new ExecWireDecoder().push(bytes(`${line}\n`));
+            return { events };
+          } catch (e) {
+            const err = e as ExecWireError;
+            return { code: err.code, line: err.line, earliestSeq: err.earliestSeq };
+          }
+        })();
+        const single = (() => {
+          try {
+            const ev = decodeExecFrame(line);
+            return { events: ev === null ? [] : [ev] };
+          } catch (e) {
+            const err = e as ExecWireError;
+            return { code: err.code, line: err.line, earliestSeq: err.earliestSeq };
+          }
+        })();
+        expect(single).toEqual(streamed);
+      }),
+      { numRuns: 400 },
     );
   });
 

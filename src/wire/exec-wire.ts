@@ -1001,6 +1001,31 @@ export class ExecWireDecoder<V extends Chunk = Chunk> {
 }
 
 /**
+ * Decodes the text of ONE exec-wire frame (a line without its line end), as
+ * the stream decoder would decode that line: the same fast path, rules and
+ * errors. For frames that arrive already split, above all the `data` of an
+ * SSE event (WIRE.md §2), which is exactly one frame.
+ * Returns null where the stream decoder would skip the line: blank text, or
+ * an unknown `name` with an `id` (an extension from a newer producer).
+ * @throws ExecWireError EINVAL (malformed; `line` is 1), or the producer's
+ *   code for an `error` frame (with `earliestSeq` when given).
+ */
+export function decodeExecFrame(
+  text: string,
+  options: Pick<ExecWireDecodeOptions, "values" | "onUnknownFrame"> = {},
+): ExecEvent | null {
+  const bytes = options.values === "bytes";
+  const ev = fastOutput(text, 0, text.length);
+  if (ev !== undefined) {
+    if (bytes && typeof ev.value === "string") ev.value = utf8.encode(ev.value);
+    return ev;
+  }
+  const r = parseFrame(text, 1, bytes, options.onUnknownFrame);
+  if (r instanceof ExecWireError) throw r;
+  return r;
+}
+
+/**
  * JSON.parse a line and check every rule of WIRE.md §1. Returns the event,
  * an error (an error frame's error has `frame` set), or null for a line to
  * skip (blank, or an unknown frame with an id).

@@ -10,6 +10,7 @@ export {
 export * from "./errors.js";
 export {
   decodeExecEvents,
+  decodeExecFrame,
   type ExecWireDecodeOptions,
   ExecWireDecoder,
   ExecWireError,

@@ -1,0 +1,117 @@
+// The server's own cost per byte, without a Node client competing for the
+// CPU: `curl` (C, a few % of a core) streams a command's output from our
+// server (exec-wire and SSE) and from the raw node:http baseline, and we read
+// each server's CPU time from /proc before and after. On 2 cores the
+// end-to-end benchmark (run.mjs) mixes server and client costs; this one
+// shows what a server change saves. Alternating rounds, one line per run.
+//   node bench/server/server-cpu.mjs [MiB per run, default 512] [rounds, default 3]
+// Linux only (/proc); needs curl on PATH. Build first (npm run build).
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const SIZE = Number(process.argv[2] ?? 512) * 1024 * 1024;
+const ROUNDS = Number(process.argv[3] ?? 3);
+const TOKEN = "bench-token";
+
+function start(argv, re) {
+  const child = spawn(process.execPath, argv, { stdio: ["ignore", "pipe", "inherit"] });
+  return new Promise((resolve, reject) => {
+    let out = "";
+    const onData = (c) => {
+      out += c;
+      const m = re.exec(out);
+      if (m) {
+        child.stdout.off("data", onData);
+        child.stdout.resume();
+        resolve({ child, url: m[1] });
+      }
+    };
+    child.stdout.on("data", onData);
+    child.once("exit", (code) => reject(new Error(`server exited early (${code})`)));
+  });
+}
+
+/** User + system CPU seconds of `pid` so far (clock ticks of 10 ms). */
+function cpuSeconds(pid) {
+  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+  return (Number(f[11]) + Number(f[12])) / 100;
+}
+
+function curl(args) {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const c = spawn("curl", ["-sSN", "-o", "/dev/null", "-w", "%{size_download}", ...args], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    let out = "";
+    c.stdout.on("data", (d) => {
+      out += d;
+    });
+    c.once("error", reject);
+    c.once("exit", (code) =>
+      code === 0
+        ? resolve({ wireBytes: Number(out), ms: performance.now() - t0 })
+        : reject(new Error(`curl exited ${code}`)),
+    );
+  });
+}
+
+const dir = mkdtempSync(path.join(tmpdir(), "ac-bench-cpu-"));
+const ours = await start(
+  [
+    path.resolve(here, "../../dist/cli/main.js"),
+    "serve",
+    "--port",
+    "0",
+    "--workspace",
+    path.join(dir, "ws"),
+    "--token",
+    TOKEN,
+    "--quiet",
+    "--heartbeat-ms",
+    "0",
+  ],
+  /agent-computer listening: (http:\/\/[^/\s]+)/,
+);
+const raw = await start([path.join(here, "raw-server.mjs")], /raw listening: (\S+)/);
+const cmd = `head -c ${SIZE} /dev/zero`;
+const ourRun = (accept) =>
+  curl([
+    "-X",
+    "POST",
+    "-H",
+    `authorization: Bearer ${TOKEN}`,
+    "-H",
+    "content-type: application/json",
+    "-H",
+    `accept: ${accept}`,
+    "-d",
+    JSON.stringify({ command: cmd }),
+    `${ours.url}/v1/execs?stream=1`,
+  ]);
+const runs = {
+  raw: [raw, () => curl([`${raw.url}/?cmd=${encodeURIComponent(cmd)}`])],
+  "exec-wire": [ours, () => ourRun("application/x-ndjson")],
+  SSE: [ours, () => ourRun("text/event-stream")],
+};
+console.log(`# server CPU per GiB of command output, curl client, ${SIZE >> 20} MiB per run`);
+console.log("| round | server | MB/s of output | server CPU s/GiB |\n| ---: | --- | ---: | ---: |");
+try {
+  for (let r = 1; r <= ROUNDS; r++) {
+    for (const [name, [srv, run]] of Object.entries(runs)) {
+      const c0 = cpuSeconds(srv.child.pid);
+      const { ms } = await run();
+      const cpu = cpuSeconds(srv.child.pid) - c0;
+      const perGiB = (cpu * 2 ** 30) / SIZE;
+      console.log(`| ${r} | ${name} | ${(SIZE / 1e3 / ms).toFixed(0)} | ${perGiB.toFixed(2)} |`);
+    }
+  }
+} finally {
+  ours.child.kill("SIGTERM");
+  raw.child.kill("SIGTERM");
+  rmSync(dir, { recursive: true, force: true });
+}

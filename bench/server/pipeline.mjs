@@ -1,6 +1,6 @@
 // Component benchmark for the server's streaming path without sockets:
-// Computer -> run.events() -> pumpEvents (exec-wire frames from the shared
-// encode cache) -> a sink that only counts. It isolates what the server adds
+// Computer -> run.events() -> pumpEvents (exec-wire frames from the server's
+// frame encoder, one stream) -> a sink that only counts. It isolates what the server adds
 // on top of the runtime (encoding, batching, cache, GC) from socket and client
 // costs, which on 2 cores swamp end-to-end runs with noise.
 //   npm run build && node bench/server/pipeline.mjs [--size MiB] [--reps N]
@@ -11,7 +11,7 @@ import { rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Computer } from "../../dist/index.js";
-import { encodeNdjson } from "../../dist/server/encode-cache.js";
+import { openFrameEncoder } from "../../dist/server/encode-cache.js";
 import { pumpEvents } from "../../dist/server/pump.js";
 
 const args = process.argv.slice(2);
@@ -41,7 +41,9 @@ async function once(mode) {
       },
       drained: () => Promise.resolve(),
     };
-    await pumpEvents(run.events({ heartbeats: false }), sink, { encode: encodeNdjson });
+    const encoder = openFrameEncoder("ndjson", run.id);
+    await pumpEvents(run.events({ heartbeats: false }), sink, { encode: encoder.encode });
+    encoder.close();
   }
   if (mode === "events" ? bytes !== SIZE : bytes < SIZE) {
     throw new Error(`${mode}: ${bytes} bytes for ${SIZE} of output`);

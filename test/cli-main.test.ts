@@ -1,7 +1,9 @@
 // The `agent-computer` CLI as a real process (dist/cli/main.js) against a real
 // server: exec's stdout/stderr bytes and exit code match running the command
-// locally; Ctrl-C forwards SIGINT; attach/ps/kill/logs; one clear line and a
-// non-zero exit for an unreachable server, a bad token and an unknown id;
+// locally; `exec -i` forwards our stdin byte-exact and closes it at our EOF
+// (without -i the command reads /dev/null); Ctrl-C forwards SIGINT;
+// attach/ps/kill/logs; one clear line and a non-zero exit for an unreachable
+// server, a bad token and an unknown id;
 // `serve` prints its URL line and shuts down gracefully on SIGTERM (exit 0).
 
 import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process";
@@ -48,11 +50,26 @@ interface Run {
   stderr: string;
 }
 
-function run(args: string[], env: Record<string, string> = {}): Promise<Run> {
+/**
+ * Runs the CLI. `stdin.data` is piped to it, then its stdin is closed unless
+ * `stdin.end` is false (left open, as a terminal or a slow producer would be).
+ * Without `stdin` the CLI's stdin is an open, empty pipe.
+ */
+function run(
+  args: string[],
+  env: Record<string, string> = {},
+  stdin?: { data: Uint8Array; end?: boolean },
+): Promise<Run> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [cli, ...args], {
       env: { ...process.env, AGENT_COMPUTER_URL: h.url, AGENT_COMPUTER_TOKEN: h.token, ...env },
     });
+    // EPIPE when the CLI exits before reading all we piped is expected, not a test failure.
+    child.stdin.on("error", () => {});
+    if (stdin) {
+      child.stdin.write(stdin.data);
+      if (stdin.end !== false) child.stdin.end();
+    }
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout.on("data", (c) => out.push(c));
@@ -152,6 +169,83 @@ describe("exec", () => {
     expect((await run(["kill", id, "--signal", "SIGKILL"])).status).toBe(0);
     const a = await run(["attach", id]);
     expect(a.status).toBe(137);
+  });
+});
+
+describe("exec -i forwards the CLI's stdin", () => {
+  const sha = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
+
+  it("1 MiB of binary stdin comes back byte-exact through `cat`, exit 0", async () => {
+    const data = randomBytes(1024 * 1024);
+    const r = await run(["exec", "-i", "--", "cat"], {}, { data });
+    expect(r.stderr).toBe("");
+    expect(r.status).toBe(0);
+    expect(r.stdout.length).toBe(data.length);
+    expect(sha(r.stdout)).toBe(sha(data));
+  });
+
+  it("end of input reaches the command: `wc -c` counts every byte piped", async () => {
+    const data = randomBytes(200_003);
+    const r = await run(["exec", "-i", "--", "wc", "-c"], {}, { data });
+    expect(r.status).toBe(0);
+    expect(r.stdout.toString().trim()).toBe(String(data.length));
+  });
+
+  it("empty stdin still closes the command's stdin: `wc -c` prints 0", async () => {
+    const r = await run(["exec", "-i", "--", "wc", "-c"], {}, { data: new Uint8Array(0) });
+    expect(r.status).toBe(0);
+    expect(r.stdout.toString().trim()).toBe("0");
+  });
+
+  it("a command that reads to end of input then exits 3 makes the CLI exit 3", async () => {
+    // `cat` only returns at EOF, so the exit code proves the close reached it.
+    const r = await run(
+      ["exec", "-i", "--", "sh", "-c", "cat >/dev/null; exit 3"],
+      {},
+      { data: Buffer.from("some input\n") },
+    );
+    expect(r.stderr).toBe("");
+    expect(r.status).toBe(3);
+  });
+
+  it("a command that stops reading early is not an error: its output, its code, silent stderr", async () => {
+    // Like `head -c 10 <big` locally: the rest of the input is dropped, no
+    // complaint about the closed pipe (the forwarder hits ECLOSED here).
+    const data = randomBytes(3 * 1024 * 1024);
+    const r = await run(["exec", "-i", "--", "head", "-c", "10"], {}, { data });
+    expect(r.status).toBe(0);
+    expect(r.stdout.equals(data.subarray(0, 10))).toBe(true);
+    expect(r.stderr).toBe("");
+  });
+
+  it("the CLI exits with the command even while its own stdin stays open", async () => {
+    const r = await run(
+      ["exec", "-i", "--", "head", "-c", "3"],
+      {},
+      { data: Buffer.from("abcdef"), end: false },
+    );
+    expect(r.status).toBe(0);
+    expect(r.stdout.toString()).toBe("abc");
+  });
+
+  it("without -i the command's stdin is /dev/null: `cat` ends at once with no output though the CLI's stdin has data and stays open", async () => {
+    const r = await run(
+      ["exec", "--", "cat"],
+      {},
+      { data: Buffer.from("not for the command\n"), end: false },
+    );
+    expect(r.stderr).toBe("");
+    expect(r.status).toBe(0);
+    expect(r.stdout.length).toBe(0);
+    const fd0 = await run(
+      ["exec", "--", "readlink", "/proc/self/fd/0"],
+      {},
+      {
+        data: Buffer.from("x"),
+        end: false,
+      },
+    );
+    expect(fd0.stdout.toString().trim()).toBe("/dev/null");
   });
 });
 

@@ -407,7 +407,14 @@ export function buildProgram(): Command {
         (async () => {
           for await (const chunk of process.stdin) await handle.write(chunk as Uint8Array);
           await handle.end();
-        })().catch((err) => process.stderr.write(`agent-computer: stdin: ${describeError(err)}\n`));
+        })().catch((err) => {
+          // ECLOSED: the command exited or closed its stdin before reading all
+          // of ours (`head -c 10`). Locally the producer would die quietly of
+          // SIGPIPE, so drop the rest without a word; its output and exit code
+          // are what counts.
+          if ((err as { code?: string })?.code === "ECLOSED") return;
+          process.stderr.write(`agent-computer: stdin: ${describeError(err)}\n`);
+        });
       }
       return follow(client, handle.id, 0, "kill");
     }),

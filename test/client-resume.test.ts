@@ -50,7 +50,13 @@ describe("resume", () => {
         resume: { initialDelayMs: 5, maxDelayMs: 100, maxRetries: 20 },
       });
       // Start directly (not through the proxy) so the POST itself is never cut.
-      const handle = await h.client.exec("head -c 1 >/dev/null; cat half.bin", { stdin: "pipe" });
+      // Paced (1 MiB every 20 ms) so the cuts fall while the command is still
+      // writing: the resumes switch from replayed log to live output, not just
+      // replay a finished execution.
+      const handle = await h.client.exec(
+        "head -c 1 >/dev/null; for i in $(seq 0 49); do dd if=half.bin bs=1048576 skip=$i count=1 status=none; sleep 0.02; done",
+        { stdin: "pipe" },
+      );
       const remote = await client.get(handle.id);
       const reader = remote.events({ heartbeats: false }).getReader();
       const first = reader.read();

@@ -14,19 +14,13 @@
 //   node bench/server/run.mjs [--size MiB] [--reps N] [--subscribers N] [--fanout-size MiB]
 //                             [--phases throughput,fanout,latency]
 
-import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import http from "node:http";
-import { tmpdir } from "node:os";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
 import WebSocket from "ws";
 import { ComputerClient } from "../../dist/client/client.js";
 import { decodeExecFrame, ExecWireDecoder } from "../../dist/wire/exec-wire.js";
 import { createSseParser } from "../../dist/wire/sse.js";
+import { cpuSeconds, rssMiB, startServers, TOKEN } from "./servers.mjs";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const cliPath = path.resolve(here, "../../dist/cli/main.js");
 const args = process.argv.slice(2);
 const opt = (name, def) => {
   const i = args.indexOf(`--${name}`);
@@ -40,37 +34,7 @@ const PHASES = new Set(
 );
 const SUBS = opt("subscribers", 500);
 const FANOUT_SIZE = opt("fanout-size", 2) * 1024 * 1024;
-const TOKEN = "bench-token";
 const MB = 1e6;
-
-function startProcess(argv, match) {
-  const child = spawn(process.execPath, argv, { stdio: ["ignore", "pipe", "inherit"] });
-  return new Promise((resolve, reject) => {
-    let out = "";
-    const onData = (c) => {
-      out += c;
-      const m = match.exec(out);
-      if (m) {
-        child.stdout.off("data", onData);
-        child.stdout.resume();
-        resolve({ child, url: m[1] });
-      }
-    };
-    child.stdout.on("data", onData);
-    child.on("exit", (code) => reject(new Error(`process exited early (${code})`)));
-  });
-}
-
-/** User + system CPU seconds used so far by process `pid` (Linux /proc; clock ticks of 10 ms). */
-function cpuSeconds(pid) {
-  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
-  return (Number(f[11]) + Number(f[12])) / 100;
-}
-
-function rssMiB(pid) {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-  return m ? Number(m[1]) / 1024 : Number.NaN;
-}
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const pct = (xs, p) => {
@@ -301,24 +265,8 @@ async function latencyWs(url, client) {
 // ---- main ---------------------------------------------------------------------
 
 async function main() {
-  const dir = mkdtempSync(path.join(tmpdir(), "ac-bench-server-"));
-  const ours = await startProcess(
-    [
-      cliPath,
-      "serve",
-      "--port",
-      "0",
-      "--workspace",
-      path.join(dir, "ws"),
-      "--token",
-      TOKEN,
-      "--quiet",
-      "--heartbeat-ms",
-      "0",
-    ],
-    /agent-computer listening: (http:\/\/[^/\s]+)/,
-  );
-  const raw = await startProcess([path.join(here, "raw-server.mjs")], /raw listening: (\S+)/);
+  const servers = await startServers();
+  const { ours, raw } = servers;
   const client = new ComputerClient({ url: ours.url, token: TOKEN });
   const cmd = `head -c ${SIZE} /dev/zero`;
   const results = {};
@@ -400,10 +348,7 @@ async function main() {
       console.log(`| ${name} | ${pct(s, 50).toFixed(2)} ms | ${pct(s, 99).toFixed(2)} ms |`);
     }
   } finally {
-    ours.child.kill("SIGTERM");
-    raw.child.kill("SIGTERM");
-    await new Promise((r) => ours.child.once("exit", r));
-    rmSync(dir, { recursive: true, force: true });
+    await servers.stop();
   }
 }
 

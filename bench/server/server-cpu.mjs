@@ -7,39 +7,10 @@
 //   node bench/server/server-cpu.mjs [MiB per run, default 512] [rounds, default 3]
 // Linux only (/proc); needs curl on PATH. Build first (npm run build).
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { cpuSeconds, startServers, TOKEN } from "./servers.mjs";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
 const SIZE = Number(process.argv[2] ?? 512) * 1024 * 1024;
 const ROUNDS = Number(process.argv[3] ?? 3);
-const TOKEN = "bench-token";
-
-function start(argv, re) {
-  const child = spawn(process.execPath, argv, { stdio: ["ignore", "pipe", "inherit"] });
-  return new Promise((resolve, reject) => {
-    let out = "";
-    const onData = (c) => {
-      out += c;
-      const m = re.exec(out);
-      if (m) {
-        child.stdout.off("data", onData);
-        child.stdout.resume();
-        resolve({ child, url: m[1] });
-      }
-    };
-    child.stdout.on("data", onData);
-    child.once("exit", (code) => reject(new Error(`server exited early (${code})`)));
-  });
-}
-
-/** User + system CPU seconds of `pid` so far (clock ticks of 10 ms). */
-function cpuSeconds(pid) {
-  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
-  return (Number(f[11]) + Number(f[12])) / 100;
-}
 
 function curl(args) {
   return new Promise((resolve, reject) => {
@@ -60,24 +31,8 @@ function curl(args) {
   });
 }
 
-const dir = mkdtempSync(path.join(tmpdir(), "ac-bench-cpu-"));
-const ours = await start(
-  [
-    path.resolve(here, "../../dist/cli/main.js"),
-    "serve",
-    "--port",
-    "0",
-    "--workspace",
-    path.join(dir, "ws"),
-    "--token",
-    TOKEN,
-    "--quiet",
-    "--heartbeat-ms",
-    "0",
-  ],
-  /agent-computer listening: (http:\/\/[^/\s]+)/,
-);
-const raw = await start([path.join(here, "raw-server.mjs")], /raw listening: (\S+)/);
+const servers = await startServers();
+const { ours, raw } = servers;
 const cmd = `head -c ${SIZE} /dev/zero`;
 const ourRun = (accept) =>
   curl([
@@ -111,7 +66,5 @@ try {
     }
   }
 } finally {
-  ours.child.kill("SIGTERM");
-  raw.child.kill("SIGTERM");
-  rmSync(dir, { recursive: true, force: true });
+  await servers.stop();
 }

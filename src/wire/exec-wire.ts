@@ -474,7 +474,7 @@ export interface ExecWireDecodeOptions {
 
 const LF = 0x0a;
 const CR = 0x0d;
-/** Lines at least this long try the byte fast path (fastB64Bytes) before any text decoding. */
+/** Lines at least this long try the byte fast path (fastOutputBytes) before any text decoding. */
 const LONG_LINE = 1024;
 const HEAD_BYTES = 480;
 
@@ -605,14 +605,20 @@ function atBytes(b: Uint8Array, p: number, end: number, lit: Uint8Array): boolea
 }
 
 /**
- * `fastOutput` for an all-ASCII chunk: `b` holds the bytes and `s` the same
- * text at the same offsets. Reading structure from a Uint8Array is ~2x
- * cheaper than `charCodeAt` (measured); strings are sliced from `s`.
- * Same contract: exactly the generic answer, or undefined.
+ * `fastOutput` read from bytes, `b[start, end)` (no CR). Reading structure
+ * from a Uint8Array is ~2x cheaper than `charCodeAt` (measured).
+ * - With `s` (the same text at the same offsets, for an all-ASCII chunk):
+ *   strings are sliced from `s`; utf8 and b64 frames.
+ * - Without (a long line nobody decoded): b64 frames only, the base64 handed
+ *   to the native decoder as one latin1 copy. Large raw-byte frames are the
+ *   bulk of a busy stream, and decoding each whole line to text first cost a
+ *   client ~10% of its CPU (a 1 GiB stream).
+ * Same contract as `fastOutput`: exactly the generic answer, or undefined
+ * (ids that are not plain printable ASCII, any deviation: the text path decides).
  */
-function fastOutputAscii(
+function fastOutputBytes(
   b: Uint8Array,
-  s: string,
+  s: string | undefined,
   start: number,
   end: number,
 ): OutputEvent | undefined {
@@ -622,14 +628,16 @@ function fastOutputAscii(
   for (; idEnd < end; idEnd++) {
     const c = b[idEnd]!;
     if (c === 0x22) break;
-    if (c < 0x20 || c === 0x5c) return undefined;
+    // Printable ASCII without escapes only: then the id's characters are its bytes.
+    if (c < 0x20 || c === 0x5c || c > 0x7e) return undefined;
   }
   if (!atBytes(b, idEnd, end, B_SEQ)) return undefined;
   let id = lastId;
   let same = idEnd - idStart === id.length;
   for (let i = 0; same && i < id.length; i++) same = b[idStart + i] === id.charCodeAt(i);
   if (!same) {
-    id = JSON.parse(s.slice(idStart - 1, idEnd + 1)) as string; // a fresh, flat copy
+    if (idEnd - idStart > 256) return undefined; // keeps the spread below small
+    id = String.fromCharCode(...b.subarray(idStart, idEnd)); // a fresh, flat copy
     lastId = id;
   }
   let p = idEnd + B_SEQ.length;
@@ -660,11 +668,14 @@ function fastOutputAscii(
   let value: Chunk;
   if (b64) {
     try {
-      value = decodeBase64Ascii(s.slice(p, vEnd));
+      if (s !== undefined) value = decodeBase64Ascii(s.slice(p, vEnd));
+      else if (decodeBase64Bytes !== undefined) value = decodeBase64Bytes(b, p, vEnd);
+      else return undefined;
     } catch {
       return undefined;
     }
   } else {
+    if (s === undefined) return undefined;
     let plain = true;
     for (let i = p; i < vEnd; i++) {
       const c = b[i]!;
@@ -681,62 +692,6 @@ function fastOutputAscii(
         return undefined;
       }
     }
-  }
-  return { id, seq, name, value };
-}
-
-/**
- * The fast path for a canonical `b64` output frame read straight from its
- * bytes `b[start, end)` (no CR): nothing of the line is decoded as UTF-8, the
- * value's base64 goes to the native decoder as a latin1 string (one copy).
- * Large raw-byte frames are the bulk of a busy stream, and decoding each
- * whole line to text first cost a client ~10% of its CPU (a 1 GiB stream).
- * Anything else (utf8 frames, non-ASCII ids, any deviation) is undefined:
- * the text path decides. Same contract as `fastOutput`.
- */
-function fastB64Bytes(b: Uint8Array, start: number, end: number): OutputEvent | undefined {
-  if (decodeBase64Bytes === undefined || !atBytes(b, start, end, B_OPEN)) return undefined;
-  const idStart = start + B_OPEN.length;
-  let idEnd = idStart;
-  for (; idEnd < end; idEnd++) {
-    const c = b[idEnd]!;
-    if (c === 0x22) break;
-    // ASCII without escapes only: then the id's characters are its bytes.
-    if (c < 0x20 || c === 0x5c || c > 0x7e) return undefined;
-  }
-  if (!atBytes(b, idEnd, end, B_SEQ)) return undefined;
-  let id = lastId;
-  let same = idEnd - idStart === id.length;
-  for (let i = 0; same && i < id.length; i++) same = b[idStart + i] === id.charCodeAt(i);
-  if (!same) {
-    if (idEnd - idStart > 256) return undefined; // keep the spread below small
-    id = String.fromCharCode(...b.subarray(idStart, idEnd));
-    lastId = id;
-  }
-  let p = idEnd + B_SEQ.length;
-  const d0 = p;
-  let seq = 0;
-  for (; p < end; p++) {
-    const c = b[p]!;
-    if (c < 0x30 || c > 0x39) break;
-    seq = seq * 10 + (c - 0x30);
-  }
-  const digits = p - d0;
-  if (digits === 0 || digits > 15 || (digits > 1 && b[d0] === 0x30)) return undefined;
-  let name: "stdout" | "stderr";
-  if (atBytes(b, p, end, B_STDOUT)) name = "stdout";
-  else if (atBytes(b, p, end, B_STDERR)) name = "stderr";
-  else return undefined;
-  p += B_STDOUT.length;
-  if (!atBytes(b, p, end, B_B64)) return undefined;
-  p += B_B64.length;
-  const vEnd = end - 2;
-  if (vEnd < p || b[vEnd] !== 0x22 || b[vEnd + 1] !== 0x7d) return undefined;
-  let value: Uint8Array;
-  try {
-    value = decodeBase64Bytes(b, p, vEnd);
-  } catch {
-    return undefined;
   }
   return { id, seq, name, value };
 }
@@ -938,7 +893,7 @@ export class ExecWireDecoder<V extends Chunk = Chunk> {
       return;
     }
     if (this.#fast && len >= LONG_LINE) {
-      const ev = fastB64Bytes(buf, start, start + len);
+      const ev = fastOutputBytes(buf, undefined, start, start + len);
       if (ev !== undefined) {
         out.push(ev as ExecEvent<V>);
         return;
@@ -975,7 +930,7 @@ export class ExecWireDecoder<V extends Chunk = Chunk> {
     const ev = !this.#fast
       ? undefined
       : ascii !== undefined
-        ? fastOutputAscii(ascii, text, start, end)
+        ? fastOutputBytes(ascii, text, start, end)
         : fastOutput(text, start, end);
     if (ev !== undefined) {
       if (this.#bytes && typeof ev.value === "string") ev.value = utf8.encode(ev.value);

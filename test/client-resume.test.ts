@@ -6,28 +6,26 @@
 //   through the same kind of proxy with Last-Event-ID and receives every event
 //   exactly once.
 
-import { createHash, randomBytes } from "node:crypto";
-import { writeFile } from "node:fs/promises";
+import { createHash } from "node:crypto";
 import path from "node:path";
 import { EventSource } from "eventsource";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ComputerClient } from "../src/client/client.js";
 import type { ExecEvent } from "../src/wire/types.js";
 import { startChaosProxy } from "./support/chaos-proxy.js";
+import {
+  PACED_STREAM_COMMAND,
+  RESUME_STREAM_BYTES,
+  startResumeFixture,
+} from "./support/resume-fixture.js";
 import { type Harness, startServer } from "./support/server-harness.js";
 
-const SIZE = 50 * 1024 * 1024;
+const SIZE = RESUME_STREAM_BYTES;
 let h: Harness;
 let expected: string;
 
 beforeAll(async () => {
-  // A ring larger than the stream: while the client is disconnected the command
-  // keeps writing, and every byte must still be there when it resumes (the
-  // bounded-ring case is covered by the ELOG_TRUNCATED tests).
-  h = await startServer({ computer: { logMaxBytes: 256 * 1024 * 1024 } });
-  const data = randomBytes(SIZE);
-  expected = createHash("sha256").update(data).digest("hex");
-  await writeFile(path.join(h.workspace, "half.bin"), data);
+  ({ h, expectedSha256: expected } = await startResumeFixture());
 }, 120_000);
 afterAll(async () => {
   await h?.close();
@@ -50,13 +48,8 @@ describe("resume", () => {
         resume: { initialDelayMs: 5, maxDelayMs: 100, maxRetries: 20 },
       });
       // Start directly (not through the proxy) so the POST itself is never cut.
-      // Paced (1 MiB every 20 ms) so the cuts fall while the command is still
-      // writing: the resumes switch from replayed log to live output, not just
-      // replay a finished execution.
-      const handle = await h.client.exec(
-        "head -c 1 >/dev/null; for i in $(seq 0 49); do dd if=half.bin bs=1048576 skip=$i count=1 status=none; sleep 0.02; done",
-        { stdin: "pipe" },
-      );
+      // Paced, so the cuts fall during live output (see resume-fixture.ts).
+      const handle = await h.client.exec(PACED_STREAM_COMMAND, { stdin: "pipe" });
       const remote = await client.get(handle.id);
       const reader = remote.events({ heartbeats: false }).getReader();
       const first = reader.read();

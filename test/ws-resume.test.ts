@@ -12,17 +12,20 @@
 // messages, exec-wire lines decoded with ExecWireDecoder), not the SDK, so it
 // checks the protocol as a third-party client would use it.
 
-import { createHash, randomBytes } from "node:crypto";
-import { writeFile } from "node:fs/promises";
-import path from "node:path";
+import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { ExecWireDecoder, type ExecWireError } from "../src/wire/exec-wire.js";
 import type { ExecEvent } from "../src/wire/types.js";
 import { startChaosProxy } from "./support/chaos-proxy.js";
+import {
+  PACED_STREAM_COMMAND,
+  RESUME_STREAM_BYTES,
+  startResumeFixture,
+} from "./support/resume-fixture.js";
 import { type Harness, startServer } from "./support/server-harness.js";
 
-const SIZE = 50 * 1024 * 1024;
+const SIZE = RESUME_STREAM_BYTES;
 const CUTS = 15;
 
 function wsUrl(httpUrl: string): string {
@@ -80,13 +83,7 @@ describe("WebSocket resume under random connection cuts", () => {
   let expected: string;
 
   beforeAll(async () => {
-    // A ring larger than the stream: while the client is disconnected the
-    // command keeps writing, and every byte must still be there when it
-    // resumes (the bounded-ring case is the ELOG_TRUNCATED test below).
-    h = await startServer({ computer: { logMaxBytes: 256 * 1024 * 1024 } });
-    const data = randomBytes(SIZE);
-    expected = createHash("sha256").update(data).digest("hex");
-    await writeFile(path.join(h.workspace, "half.bin"), data);
+    ({ h, expectedSha256: expected } = await startResumeFixture());
   }, 120_000);
   afterAll(async () => {
     await h?.close();
@@ -112,10 +109,7 @@ describe("WebSocket resume under random connection cuts", () => {
       // hand-over from replay to live, not only replay. Gated on one stdin
       // byte, sent once the first socket is subscribing. The POST goes
       // straight to the server, so only the WebSocket is cut.
-      const handle = await h.client.exec(
-        "head -c 1 >/dev/null; for i in $(seq 0 49); do dd if=half.bin bs=1048576 skip=$i count=1 status=none; sleep 0.02; done",
-        { stdin: "pipe" },
-      );
+      const handle = await h.client.exec(PACED_STREAM_COMMAND, { stdin: "pipe" });
       const hash = createHash("sha256");
       const seqs: number[] = [];
       const resumedAfter: number[] = [];

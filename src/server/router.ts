@@ -256,9 +256,21 @@ export class Router {
         (out as Promise<void>).then(undefined, (err) => fail(err, auth.corsOrigin));
       }
     } catch (err) {
-      fail(err, auth.corsOrigin);
+      // When the token check threw, `auth` is still empty, yet a 401 to an
+      // allowed foreign origin needs the CORS headers too, or the browser hides
+      // it and the page sees a network error instead of EUNAUTHORIZED. Only
+      // the Origin is re-checked (error path only); a refused Origin stays bare.
+      fail(err, auth.corsOrigin ?? this.corsOriginOf(req));
     }
   };
+
+  private corsOriginOf(req: IncomingMessage): string | undefined {
+    try {
+      return this.auth.checkHostAndOrigin(req).corsOrigin;
+    } catch {
+      return undefined;
+    }
+  }
 
   /** The node:http 'upgrade' listener: auth, then the matching upgrade route, else an HTTP error. */
   handleUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {

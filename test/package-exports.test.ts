@@ -18,12 +18,13 @@ function importByName(code: string): unknown {
 }
 
 describe("package exports", () => {
-  it("agent-computer/wire, /aui, /client and the root resolve by name with their main entry points", () => {
+  it("agent-computer/wire, /aui, /client, /server and the root resolve by name with their main entry points", () => {
     const names = importByName(`
       const w = await import("agent-computer/wire");
       const a = await import("agent-computer/aui");
       const c = await import("agent-computer/client");
       const r = await import("agent-computer");
+      const s = await import("agent-computer/server");
       console.log(JSON.stringify({
         wire: ["encodeExecEvent", "decodeExecEvents", "ExecWireDecoder", "ExecWireError",
                "formatSseEvent", "createSseParser"].filter((k) => typeof w[k] === "function"),
@@ -31,6 +32,7 @@ describe("package exports", () => {
                .filter((k) => typeof a[k] === "function"),
         client: typeof c.ComputerClient,
         root: typeof r.Computer,
+        server: typeof s.createComputerServer,
       }));
     `);
     expect(names).toEqual({
@@ -45,7 +47,32 @@ describe("package exports", () => {
       aui: ["validateCommand", "consumeAAtUIStream", "createAAtUIRuntime", "connectAAtUI"],
       client: "function",
       root: "function",
+      server: "function",
     });
+  });
+
+  it("agent-computer/server embeds the server in a process of your own: listen, serve an exec, close", () => {
+    const got = importByName(`
+      import { mkdtempSync } from "node:fs";
+      import { tmpdir } from "node:os";
+      import path from "node:path";
+      import { Computer } from "agent-computer";
+      import { ComputerClient } from "agent-computer/client";
+      import { createComputerServer } from "agent-computer/server";
+      const workspace = mkdtempSync(path.join(tmpdir(), "ac-embed-"));
+      const server = createComputerServer({
+        workspace,
+        port: 0,
+        log: false,
+        computer: (observer) => new Computer({ workspace, observer }),
+      });
+      const url = await server.listen();
+      const client = new ComputerClient({ url, token: server.token });
+      const result = await (await client.exec("printf embedded; exit 4")).result();
+      await server.close();
+      console.log(JSON.stringify({ code: result.exitCode, out: new TextDecoder().decode(result.stdout) }));
+    `);
+    expect(got).toEqual({ code: 4, out: "embedded" });
   });
 
   it("ships the A@UI JSON Schemas under agent-computer/schemas/", () => {

@@ -8,7 +8,9 @@
 // it only once subscribed, so the stream is live from the first byte and the
 // log's ring never has to hold more than the subscriber lags behind.
 // Then backpressure: a reader that stops reading (WebSocket or HTTP) must hold
-// the command back, not make the server buffer its output.
+// the command back, not make the server buffer its output. Last, text output
+// with non-ASCII characters over every transport (frames mix latin1 text and
+// UTF-8 bytes).
 
 import { createHash, randomBytes } from "node:crypto";
 import { writeFile } from "node:fs/promises";
@@ -214,5 +216,57 @@ describe("backpressure", () => {
     }
     expect(exit).toMatchObject({ name: "exit", value: 0 });
     expect(bytes).toBe(67108864);
+  });
+});
+
+describe("text output (encoding utf8) with non-ASCII characters", () => {
+  // The server writes ASCII frames as latin1 and hands others over as UTF-8
+  // bytes (src/server/encode-cache.ts); a batch can mix both. Every transport
+  // must deliver exactly the text the command wrote.
+  const script =
+    // Paced so that ASCII-only and non-ASCII output become separate events.
+    "for i in 1 2 3 4 5 6 7 8 9 10; do printf 'plain %s\\n' $i; sleep 0.01; printf 'héllo ✓ 日本 😀 %s\\n' $i; sleep 0.01; done";
+  const expectedText = Array.from(
+    { length: 10 },
+    (_v, i) => `plain ${i + 1}\nhéllo ✓ 日本 😀 ${i + 1}\n`,
+  ).join("");
+
+  it("arrives intact over exec-wire (SDK), SSE and WebSocket", async () => {
+    const handle = await h.client.exec(script, { encoding: "utf8" });
+    const sdk = (await handle.result()).stdout;
+    expect(sdk).toBe(expectedText);
+
+    const res = await fetch(`${h.url}/v1/execs/${handle.id}/events?after=0`, {
+      headers: { authorization: `Bearer ${h.token}`, accept: "text/event-stream" },
+    });
+    let sse = "";
+    const parser = createSseParser({
+      onEvent(e) {
+        if (e.type === "stdout") sse += JSON.parse(e.data).value;
+      },
+    });
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) parser.feed(chunk);
+    parser.end();
+    expect(sse).toBe(expectedText);
+
+    const ws = new WebSocket(`${h.url.replace("http", "ws")}/v1/ws`, {
+      headers: { authorization: `Bearer ${h.token}` },
+    });
+    const decoder = new ExecWireDecoder();
+    let viaWs = "";
+    await new Promise<void>((resolve, reject) => {
+      ws.once("error", reject);
+      ws.once("open", () =>
+        ws.send(JSON.stringify({ type: "subscribe", id: handle.id, after: 0 })),
+      );
+      ws.on("message", (data: Buffer) => {
+        for (const ev of decoder.push(data)) {
+          if (ev.name === "stdout") viaWs += ev.value as string;
+          if (ev.name === "exit") resolve();
+        }
+      });
+    });
+    ws.close();
+    expect(viaWs).toBe(expectedText);
   });
 });

@@ -22,15 +22,10 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CHROMIUM, CHROMIUM_ARGS, haveChromium } from "./support/chromium.js";
 import { type Harness, startServer } from "./support/server-harness.js";
 
-const CHROMIUM = "/usr/bin/chromium";
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium) {
-  console.warn(
-    `\n*** SKIPPING browser client tests: ${CHROMIUM} not found. Install it with \`apt-get install chromium\` (.ci/run does). ***\n`,
-  );
-}
+const haveChromiumHere = haveChromium("browser client tests");
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 /** The only dist folders the page may load: the SDK must need nothing else. */
@@ -153,7 +148,7 @@ async function openSdkPage(site: StaticSite): Promise<Page> {
   return p;
 }
 
-describe.skipIf(!haveChromium)("client SDK in Chromium, cross-origin", () => {
+describe.skipIf(!haveChromiumHere)("client SDK in Chromium, cross-origin", () => {
   beforeAll(async () => {
     await ensureBuilt();
     allowed = await startStatic();
@@ -170,14 +165,7 @@ describe.skipIf(!haveChromium)("client SDK in Chromium, cross-origin", () => {
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       headless: true,
-      args: [
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-      ],
+      args: CHROMIUM_ARGS,
     });
     page = await openSdkPage(allowed);
   });

@@ -3,22 +3,17 @@
 // One browser for the whole file (launching one costs seconds on 2 cores).
 // Skips loudly when /usr/bin/chromium is missing (`apt-get install chromium`;
 // .ci/run installs it).
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { UiClient } from "../src/client/ui.js";
 import type { ComputerServer } from "../src/server/server.js";
+import { CHROMIUM, CHROMIUM_ARGS, haveChromium } from "./support/chromium.js";
 import { type Harness, startServer } from "./support/server-harness.js";
 
-const CHROMIUM = "/usr/bin/chromium";
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium) {
-  console.warn(
-    `\n*** SKIPPING browser tests: ${CHROMIUM} not found. Install it with \`apt-get install chromium\` (.ci/run does). ***\n`,
-  );
-}
+const haveChromiumHere = haveChromium("browser tests");
 
 let server: ComputerServer;
 let base: string;
@@ -51,7 +46,7 @@ function alive(pid: number): boolean {
   }
 }
 
-describe.skipIf(!haveChromium)("dashboard in Chromium", () => {
+describe.skipIf(!haveChromiumHere)("dashboard in Chromium", () => {
   beforeAll(async () => {
     profile = mkdtempSync(join(tmpdir(), "ac-chromium-"));
     harness = await startServer();
@@ -59,14 +54,7 @@ describe.skipIf(!haveChromium)("dashboard in Chromium", () => {
     context = await chromium.launchPersistentContext(profile, {
       executablePath: CHROMIUM,
       headless: true,
-      args: [
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-      ],
+      args: CHROMIUM_ARGS,
       viewport: { width: 1280, height: 860 },
     });
   });

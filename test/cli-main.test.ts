@@ -254,8 +254,11 @@ describe("attach when the log's ring dropped the start", () => {
     const small = await startServer({ computer: { logMaxBytes: 4096 } });
     try {
       const env = { AGENT_COMPUTER_URL: small.url, AGENT_COMPUTER_TOKEN: small.token };
+      // The last line comes apart (after a pause) so that it is its own small
+      // event: on a loaded machine the 299 lines before it can be read as one
+      // event larger than the 4 KiB ring, which the ring then drops whole.
       const handle = await small.client.exec(
-        "for i in $(seq 1 300); do echo line-$i-xxxxxxxxxxxxxxxxxxxxxxxx; done; exit 4",
+        "for i in $(seq 1 299); do echo line-$i-xxxxxxxxxxxxxxxxxxxxxxxx; done; sleep 0.1; echo line-300-xxxxxxxxxxxxxxxxxxxxxxxx; exit 4",
       );
       await handle.result();
       const r = await run(["attach", handle.id], env);

@@ -62,10 +62,12 @@ async function ndjsonRun(client, cmd) {
     if (done) break;
     if (value.name === "stdout") bytes += value.value.length;
   }
-  return { bytes, ms: performance.now() - t0 };
+  const ms = performance.now() - t0;
+  await client.dispose(handle.id);
+  return { bytes, ms };
 }
 
-async function sseRun(url, cmd) {
+async function sseRun(url, client, cmd) {
   const t0 = performance.now();
   const res = await fetch(`${url}/v1/execs?stream=1`, {
     method: "POST",
@@ -87,7 +89,9 @@ async function sseRun(url, cmd) {
   });
   for await (const c of res.body) parser.feed(c);
   parser.end();
-  return { bytes, ms: performance.now() - t0 };
+  const ms = performance.now() - t0;
+  await client.dispose(res.headers.get("x-exec-id"));
+  return { bytes, ms };
 }
 
 async function wsRun(url, client, cmd) {
@@ -118,6 +122,7 @@ async function wsRun(url, client, cmd) {
   await done;
   const ms = performance.now() - t0;
   ws.close();
+  await client.dispose(handle.id);
   return { bytes, ms };
 }
 
@@ -277,47 +282,54 @@ async function main() {
     const runs = {
       "raw node:http (fetch)": () => rawRun(raw.url, cmd),
       "exec-wire HTTP (ComputerClient)": () => ndjsonRun(client, cmd),
-      "SSE (fetch + SSE parser + decodeExecFrame)": () => sseRun(ours.url, cmd),
+      "SSE (fetch + SSE parser + decodeExecFrame)": () => sseRun(ours.url, client, cmd),
       "WebSocket (ws + exec-wire decoder)": () => wsRun(ours.url, client, cmd),
     };
-    // Round-robin over the transports, REPS rounds, so that load drift on a
-    // shared machine spreads over all of them; medians per transport. CPU
-    // seconds are per GiB of command output: the server's (from /proc) and
-    // this client process's (process.cpuUsage), to show where the time goes.
-    const samples = Object.fromEntries(Object.keys(runs).map((k) => [k, []]));
+    // REPS rounds over the transports, each round starting one transport
+    // later (so no transport always runs first or last), and each of our runs
+    // disposed at once (so later runs do not carry earlier executions' rings).
+    // "vs raw" is the median over rounds of (ours / raw in the same round):
+    // paired runs minutes apart share the machine's state, which on this
+    // shared 2-core machine drifts by up to 2x over half an hour. CPU seconds
+    // are per GiB of command output: the server's (from /proc) and this client
+    // process's (process.cpuUsage), to show where the time goes.
+    const names = Object.keys(runs);
+    const samples = Object.fromEntries(names.map((k) => [k, []]));
     for (let i = 0; i < (PHASES.has("throughput") ? REPS : 0); i++) {
-      for (const [name, fn] of Object.entries(runs)) {
+      for (let j = 0; j < names.length; j++) {
+        const name = names[(i + j) % names.length];
         const pid = name.startsWith("raw") ? raw.child.pid : ours.child.pid;
         const server0 = cpuSeconds(pid);
         const client0 = process.cpuUsage();
-        const r = await fn();
+        const r = await runs[name]();
         const client = process.cpuUsage(client0);
         if (r.bytes !== SIZE) throw new Error(`${name}: got ${r.bytes} bytes, expected ${SIZE}`);
         const perGiB = (1024 * 1024 * 1024) / r.bytes;
-        samples[name].push({
+        samples[name][i] = {
           mbps: r.bytes / MB / (r.ms / 1000),
           server: (cpuSeconds(pid) - server0) * perGiB,
           client: ((client.user + client.system) / 1e6) * perGiB,
-        });
+        };
       }
     }
+    const rawName = names[0];
     for (const [name, xs] of Object.entries(samples)) {
       if (xs.length === 0) continue;
       results[name] = {
         mbps: median(xs.map((x) => x.mbps)),
+        ratio: median(xs.map((x, i) => x.mbps / samples[rawName][i].mbps)),
         server: median(xs.map((x) => x.server)),
         client: median(xs.map((x) => x.client)),
         all: xs.map((x) => x.mbps.toFixed(0)).join(", "),
       };
     }
-    const rawMBps = results["raw node:http (fetch)"]?.mbps;
-    if (rawMBps)
+    if (results[rawName])
       console.log(
-        "\n| transport | MB/s of command output (median) | vs raw | runs, MB/s | server CPU s/GiB | client CPU s/GiB |\n| --- | ---: | ---: | --- | ---: | ---: |",
+        "\n| transport | MB/s of command output (median) | vs raw (median of per-round ratios) | runs, MB/s | server CPU s/GiB | client CPU s/GiB |\n| --- | ---: | ---: | --- | ---: | ---: |",
       );
-    for (const [name, v] of rawMBps ? Object.entries(results) : []) {
+    for (const [name, v] of results[rawName] ? Object.entries(results) : []) {
       console.log(
-        `| ${name} | ${v.mbps.toFixed(0)} | ${(v.mbps / rawMBps).toFixed(2)}x | ${v.all} | ${v.server.toFixed(2)} | ${v.client.toFixed(2)} |`,
+        `| ${name} | ${v.mbps.toFixed(0)} | ${v.ratio.toFixed(2)}x | ${v.all} | ${v.server.toFixed(2)} | ${v.client.toFixed(2)} |`,
       );
     }
     if (PHASES.has("fanout")) {

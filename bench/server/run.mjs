@@ -67,17 +67,22 @@ async function ndjsonRun(client, cmd) {
   return { bytes, ms };
 }
 
-async function sseRun(url, client, cmd) {
-  const t0 = performance.now();
-  const res = await fetch(`${url}/v1/execs?stream=1`, {
+/** Starts a command and returns its event stream as SSE (POST /v1/execs?stream=1). */
+function startSse(url, body) {
+  return fetch(`${url}/v1/execs?stream=1`, {
     method: "POST",
     headers: {
       authorization: `Bearer ${TOKEN}`,
       "content-type": "application/json",
       accept: "text/event-stream",
     },
-    body: JSON.stringify({ command: cmd }),
+    body: JSON.stringify(body),
   });
+}
+
+async function sseRun(url, client, cmd) {
+  const t0 = performance.now();
+  const res = await startSse(url, { command: cmd });
   let bytes = 0;
   const parser = createSseParser({
     onEvent(e) {
@@ -221,15 +226,7 @@ async function latencyNdjson(client) {
 }
 
 async function latencySse(url) {
-  const res = await fetch(`${url}/v1/execs?stream=1`, {
-    method: "POST",
-    headers: {
-      authorization: `Bearer ${TOKEN}`,
-      "content-type": "application/json",
-      accept: "text/event-stream",
-    },
-    body: JSON.stringify({ ...LAT_CMD, encoding: "utf8" }),
-  });
+  const res = await startSse(url, { ...LAT_CMD, encoding: "utf8" });
   const samples = [];
   const parser = createSseParser({
     onEvent(e) {

@@ -576,16 +576,25 @@ function fastOutput(s: string, start: number, end: number): OutputEvent | undefi
   } else if (plainJsonChars(s, p, vEnd)) {
     value = s.slice(p, vEnd);
   } else {
-    // Escapes (typically "\n"): JSON.parse of just the string literal is
-    // ~4x cheaper than of the whole line (and than a hand-written
-    // unescaper, measured). If it succeeds, every quote inside is escaped.
-    try {
-      value = JSON.parse(s.slice(p - 1, vEnd + 1)) as string;
-    } catch {
-      return undefined;
-    }
+    const v = escapedLiteral(s, p, vEnd);
+    if (v === undefined) return undefined;
+    value = v;
   }
   return { id, seq, name, value };
+}
+
+/**
+ * The string literal `s[p - 1, vEnd]` (quotes included) with escapes
+ * (typically "\n"), or undefined if it is not valid JSON. JSON.parse of just
+ * the literal is ~4x cheaper than of the whole line (and than a hand-written
+ * unescaper, measured). If it succeeds, every quote inside is escaped.
+ */
+function escapedLiteral(s: string, p: number, vEnd: number): string | undefined {
+  try {
+    return JSON.parse(s.slice(p - 1, vEnd + 1)) as string;
+  } catch {
+    return undefined;
+  }
 }
 
 // The same literals as bytes, for the all-ASCII fast path.
@@ -686,11 +695,9 @@ function fastOutputBytes(
     }
     if (plain) value = s.slice(p, vEnd);
     else {
-      try {
-        value = JSON.parse(s.slice(p - 1, vEnd + 1)) as string;
-      } catch {
-        return undefined;
-      }
+      const v = escapedLiteral(s, p, vEnd);
+      if (v === undefined) return undefined;
+      value = v;
     }
   }
   return { id, seq, name, value };
@@ -927,22 +934,16 @@ export class ExecWireDecoder<V extends Chunk = Chunk> {
     // One BOM, only at the very start of the stream.
     if (this.#line === 1 && text.charCodeAt(start) === 0xfeff) start++;
     if (end === start) return;
-    const ev = !this.#fast
-      ? undefined
-      : ascii !== undefined
-        ? fastOutputBytes(ascii, text, start, end)
-        : fastOutput(text, start, end);
-    if (ev !== undefined) {
-      if (this.#bytes && typeof ev.value === "string") ev.value = utf8.encode(ev.value);
-      out.push(ev as ExecEvent<V>);
-      return;
-    }
-    this.#generic(start === 0 && end === text.length ? text : text.slice(start, end), out);
-  }
-
-  /** The authoritative path: JSON.parse and validate every rule. */
-  #generic(s: string, out: ExecEvent<V>[]): void {
-    const r = parseFrame(s, this.#line, this.#bytes, this.#onUnknown);
+    const r = decodeLineText(
+      text,
+      ascii,
+      start,
+      end,
+      this.#line,
+      this.#fast,
+      this.#bytes,
+      this.#onUnknown,
+    );
     if (r === null) return;
     if (r instanceof ExecWireError) {
       // A producer's error frame always ends the stream (onError is for
@@ -970,14 +971,38 @@ export function decodeExecFrame(
   options: Pick<ExecWireDecodeOptions, "values" | "onUnknownFrame"> = {},
 ): ExecEvent | null {
   const bytes = options.values === "bytes";
-  const ev = fastOutput(text, 0, text.length);
+  const r = decodeLineText(text, undefined, 0, text.length, 1, true, bytes, options.onUnknownFrame);
+  if (r instanceof ExecWireError) throw r;
+  return r;
+}
+
+/**
+ * The text of one line, `text[start, end)` (no line end), to its event: the
+ * canonical-shape fast path where it answers (from the bytes when `ascii`
+ * holds them), else the authoritative JSON.parse path (parseFrame). Shared by
+ * the stream decoder and decodeExecFrame so that both decode a line alike.
+ */
+function decodeLineText(
+  text: string,
+  ascii: Uint8Array | undefined,
+  start: number,
+  end: number,
+  line: number,
+  fast: boolean,
+  bytes: boolean,
+  onUnknown: ExecWireDecodeOptions["onUnknownFrame"],
+): ExecEvent | ExecWireError | null {
+  const ev = !fast
+    ? undefined
+    : ascii !== undefined
+      ? fastOutputBytes(ascii, text, start, end)
+      : fastOutput(text, start, end);
   if (ev !== undefined) {
     if (bytes && typeof ev.value === "string") ev.value = utf8.encode(ev.value);
     return ev;
   }
-  const r = parseFrame(text, 1, bytes, options.onUnknownFrame);
-  if (r instanceof ExecWireError) throw r;
-  return r;
+  const s = start === 0 && end === text.length ? text : text.slice(start, end);
+  return parseFrame(s, line, bytes, onUnknown);
 }
 
 /**

@@ -24,6 +24,7 @@
 // subscriber: never cached. Cached values are immutable, so sharing is safe.
 
 import { frameToJson } from "../wire/exec-wire.js";
+import { formatSseLineEvent } from "../wire/sse.js";
 import type { ExecEvent } from "../wire/types.js";
 import type { Frame } from "./pump.js";
 
@@ -70,13 +71,10 @@ const isAscii = (text: string): boolean => Buffer.byteLength(text, "utf8") === t
 /** The text of `ev` in `format`, without caching. */
 function frameText(format: StreamFormat, ev: ExecEvent): string {
   if (format === "ndjson") return `${frameToJson(ev)}\n`;
-  // The SSE block formatSseEvent would build, without its scan of `data` for
-  // line breaks (which also flattens the 87 KiB frame string): compact JSON
-  // never contains a raw CR or LF, and seq and name are checked by frameToJson.
+  // Compact JSON is one line, and frameToJson has checked seq and name.
   // Heartbeats carry no `id:` so they never move Last-Event-ID (WIRE.md §2).
-  const json = frameToJson(ev);
-  if (ev.name === "heartbeat") return `event: heartbeat\ndata: ${json}\n\n`;
-  return `id: ${ev.seq}\nevent: ${ev.name}\ndata: ${json}\n\n`;
+  const id = ev.name === "heartbeat" ? undefined : ev.seq;
+  return formatSseLineEvent(id, ev.name, frameToJson(ev));
 }
 
 /** `text` as a Frame: itself when ASCII (`known` skips the scan), else its UTF-8 bytes. */

@@ -119,6 +119,19 @@ export function formatSseEvent(init: SseEventInit): string {
   return `${out}\n`;
 }
 
+/**
+ * `formatSseEvent` for data the caller knows to be one line, such as compact
+ * JSON (which never holds a raw CR or LF), with an `id` (a number) and `event`
+ * that hold none either: no scan of `data`, which for a large concatenated
+ * string also flattens (copies) it before the socket write copies it again.
+ * The server's exec frames (87 KiB for 64 KiB of raw output) take this path;
+ * not exported from `agent-computer/wire`, since nothing checks the promise.
+ */
+export function formatSseLineEvent(id: number | undefined, event: string, data: string): string {
+  const head = id === undefined ? "" : field("id", String(id));
+  return `${head}${field("event", event)}${field("data", data)}\n`;
+}
+
 /** Formats a comment (ignored by clients; used for heartbeats). Multi-line text becomes several comment lines. */
 export function formatSseComment(text: string): string {
   let out = "";

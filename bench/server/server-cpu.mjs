@@ -15,7 +15,7 @@ const ROUNDS = Number(process.argv[3] ?? 3);
 function curl(args) {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
-    const c = spawn("curl", ["-sSN", "-o", "/dev/null", "-w", "%{size_download}", ...args], {
+    const c = spawn("curl", ["-fsSN", "-o", "/dev/null", "-w", "%{size_download}", ...args], {
       stdio: ["ignore", "pipe", "inherit"],
     });
     let out = "";
@@ -59,7 +59,11 @@ try {
   for (let r = 1; r <= ROUNDS; r++) {
     for (const [name, [srv, run]] of Object.entries(runs)) {
       const c0 = cpuSeconds(srv.child.pid);
-      const { ms } = await run();
+      const { ms, wireBytes } = await run();
+      // Raw sends the bytes as they are; our frames carry them in base64 (4/3).
+      if (name === "raw" ? wireBytes !== SIZE : wireBytes < (SIZE * 4) / 3) {
+        throw new Error(`${name}: ${wireBytes} bytes on the wire for ${SIZE} of output`);
+      }
       const cpu = cpuSeconds(srv.child.pid) - c0;
       const perGiB = (cpu * 2 ** 30) / SIZE;
       console.log(`| ${r} | ${name} | ${(SIZE / 1e3 / ms).toFixed(0)} | ${perGiB.toFixed(2)} |`);

@@ -12,10 +12,9 @@
 // Pages return plain JSON from page.evaluate; every assertion is in Node.
 // Skips loudly when /usr/bin/chromium is missing (`apt-get install chromium`).
 
-import { execFileSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { existsSync, readFileSync, statSync } from "node:fs";
-import { readdir, readFile, writeFile } from "node:fs/promises";
+import { existsSync, readFileSync } from "node:fs";
+import { readFile, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import path from "node:path";
@@ -23,6 +22,7 @@ import { fileURLToPath } from "node:url";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CHROMIUM, CHROMIUM_ARGS, haveChromium } from "./support/chromium.js";
+import { ensureDistBuilt } from "./support/dist.js";
 import { type Harness, startServer } from "./support/server-harness.js";
 
 const haveChromiumHere = haveChromium("browser client tests");
@@ -33,38 +33,6 @@ const SERVED = ["client", "wire"];
 
 /** The SDK module as the page sees it (types only; the page imports the built JS). */
 type Sdk = typeof import("../src/client/index.js");
-
-/**
- * Rebuilds dist when a served module is missing or older than its source (CI
- * builds in `npm ci`; locally the sources may have moved on). tsc still emits
- * when some unrelated file has a type error, so only stale outputs fail here.
- */
-async function ensureBuilt(): Promise<void> {
-  const stale = async () => {
-    for (const dir of SERVED) {
-      for (const name of await readdir(path.join(root, "src", dir))) {
-        if (!name.endsWith(".ts") || name.endsWith(".test.ts")) continue;
-        const out = path.join(root, "dist", dir, name.replace(/\.ts$/, ".js"));
-        if (!existsSync(out)) return out;
-        if (statSync(out).mtimeMs < statSync(path.join(root, "src", dir, name)).mtimeMs) return out;
-      }
-    }
-    return undefined;
-  };
-  if ((await stale()) === undefined) return;
-  let log = "";
-  try {
-    execFileSync(
-      process.execPath,
-      [path.join(root, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.build.json"],
-      { cwd: root, encoding: "utf8" },
-    );
-  } catch (err) {
-    log = String((err as { stdout?: string }).stdout ?? err);
-  }
-  const still = await stale();
-  if (still) throw new Error(`dist is stale after building (${still}):\n${log}`);
-}
 
 /**
  * A static file server standing in for "the web app's origin": an empty page
@@ -150,7 +118,7 @@ async function openSdkPage(site: StaticSite): Promise<Page> {
 
 describe.skipIf(!haveChromiumHere)("client SDK in Chromium, cross-origin", () => {
   beforeAll(async () => {
-    await ensureBuilt();
+    ensureDistBuilt();
     allowed = await startStatic();
     foreign = await startStatic();
     harness = await startServer({

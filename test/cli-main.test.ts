@@ -6,41 +6,17 @@
 // server, a bad token and an unknown id;
 // `serve` prints its URL line and shuts down gracefully on SIGTERM (exit 0).
 
-import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, statSync, writeFileSync } from "node:fs";
-import { readdir, stat } from "node:fs/promises";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ensureDistBuilt } from "./support/dist.js";
 import { type Harness, startServer } from "./support/server-harness.js";
 
 const root = path.resolve(__dirname, "..");
 const cli = path.join(root, "dist/cli/main.js");
-
-/** Rebuild dist when any source the CLI runs is newer than it (CI builds in `npm ci`). */
-async function ensureBuilt(): Promise<void> {
-  let newest = 0;
-  const walk = async (dir: string) => {
-    for (const e of await readdir(dir, { withFileTypes: true })) {
-      const p = path.join(dir, e.name);
-      if (e.isDirectory()) await walk(p);
-      else if (p.endsWith(".ts") && !p.endsWith(".test.ts"))
-        newest = Math.max(newest, (await stat(p)).mtimeMs);
-    }
-  };
-  for (const d of ["cli", "client", "server", "runtime", "store", "wire"])
-    await walk(path.join(root, "src", d));
-  if (existsSync(cli) && statSync(cli).mtimeMs >= newest) return;
-  execFileSync(
-    process.execPath,
-    [path.join(root, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.build.json"],
-    {
-      cwd: root,
-      stdio: "ignore",
-    },
-  );
-}
 
 let h: Harness;
 
@@ -81,7 +57,7 @@ function run(
 }
 
 beforeAll(async () => {
-  await ensureBuilt();
+  ensureDistBuilt();
   h = await startServer();
 }, 180_000);
 afterAll(async () => {

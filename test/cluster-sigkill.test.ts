@@ -6,13 +6,14 @@
 // processes (dist/cli/main.js) sharing a real redis-server, with the default
 // liveness timings, so this tests exactly what an operator runs.
 
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ComputerClient } from "../src/client/client.js";
 import { collect } from "./support/cluster.js";
+import { ensureDistBuilt } from "./support/dist.js";
 import { type RedisServer, redisAvailable, startRedis } from "./support/redis-server.js";
 
 const hasRedis = redisAvailable();
@@ -20,29 +21,6 @@ const root = path.resolve(__dirname, "..");
 const cli = path.join(root, "dist/cli/main.js");
 const TOKEN = "sigkill-test";
 const BOUND_MS = 15_000;
-
-/** Rebuild dist when a source the CLI runs is newer than it (CI builds it in `npm ci`). */
-function ensureBuilt(): void {
-  let newest = 0;
-  const walk = (dir: string) => {
-    for (const e of readdirSync(dir, { withFileTypes: true })) {
-      const p = path.join(dir, e.name);
-      if (e.isDirectory()) walk(p);
-      else if (p.endsWith(".ts") && !p.endsWith(".test.ts")) {
-        newest = Math.max(newest, statSync(p).mtimeMs);
-      }
-    }
-  };
-  for (const d of ["cli", "client", "cluster", "server", "runtime", "store", "wire"]) {
-    walk(path.join(root, "src", d));
-  }
-  if (existsSync(cli) && statSync(cli).mtimeMs >= newest) return;
-  execFileSync(
-    process.execPath,
-    [path.join(root, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.build.json"],
-    { cwd: root, stdio: "ignore" },
-  );
-}
 
 interface NodeProc {
   id: string;
@@ -96,7 +74,7 @@ describe.skipIf(!hasRedis)("cluster: a node is SIGKILLed while running a command
   const procs: NodeProc[] = [];
 
   beforeAll(async () => {
-    ensureBuilt();
+    ensureDistBuilt();
     redis = await startRedis();
   }, 180_000);
   afterAll(async () => {

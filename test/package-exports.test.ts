@@ -5,7 +5,8 @@
 import { execFileSync } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { ensureDistBuilt } from "./support/dist.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -18,6 +19,8 @@ function importByName(code: string): unknown {
 }
 
 describe("package exports", () => {
+  beforeAll(() => ensureDistBuilt(), 120_000);
+
   it("agent-computer/wire, /aui, /client, /server and the root resolve by name with their main entry points", () => {
     const names = importByName(`
       const w = await import("agent-computer/wire");

@@ -334,6 +334,18 @@ describe("operations", () => {
     await expect(h.client.get(handle.id)).rejects.toMatchObject({ code: "ENOENT" });
   });
 
+  it("stdin to a command that has exited is a 409 ECLOSED, not a server error", async () => {
+    const handle = await h.client.exec("true", { stdin: "pipe" });
+    await handle.result();
+    const r = await fetch(`${h.url}/v1/execs/${handle.id}/stdin`, {
+      method: "POST",
+      headers: { ...auth(), "content-type": "application/octet-stream" },
+      body: "late",
+    });
+    expect(r.status).toBe(409);
+    expect((await r.json()).error.code).toBe("ECLOSED");
+  });
+
   it("/metrics is Prometheus text with our series", async () => {
     const r = await fetch(`${h.url}/metrics`, { headers: auth() });
     const text = await r.text();

@@ -11,6 +11,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ExecHandle, ExecOptions, ExecSpec } from "../runtime/types.js";
 import { encodeBase64 } from "../wire/base64.js";
+import { hasCode } from "../wire/errors.js";
 import { encodeErrorFrame } from "../wire/exec-wire.js";
 import { formatSseEvent } from "../wire/sse.js";
 import type { ErrorFrame } from "../wire/types.js";
@@ -370,18 +371,28 @@ export function registerExecRoutes(router: Router, deps: ServerDeps): void {
     const handle = await getHandle(deps, params.id!);
     const endParam = ctx.url.searchParams.get("end");
     let total = 0;
-    for await (const chunk of req as AsyncIterable<Buffer>) {
-      total += chunk.length;
-      if (total > deps.limits.maxStdinBytes) {
-        throw new HttpError(
-          413,
-          "ETOOLARGE",
-          `stdin body larger than ${deps.limits.maxStdinBytes} bytes`,
-        );
+    try {
+      for await (const chunk of req as AsyncIterable<Buffer>) {
+        total += chunk.length;
+        if (total > deps.limits.maxStdinBytes) {
+          throw new HttpError(
+            413,
+            "ETOOLARGE",
+            `stdin body larger than ${deps.limits.maxStdinBytes} bytes`,
+          );
+        }
+        await handle.write(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.length));
       }
-      await handle.write(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.length));
+      if (endParam === "1" || endParam === "true") await handle.end();
+    } catch (err) {
+      // The runtime's ECLOSED here means this command's stdin is closed (it
+      // exited, or closed it): a conflict with the execution's state, not
+      // the server shutting down (which ECLOSED means elsewhere: 503).
+      if (!(err instanceof HttpError) && hasCode(err, "ECLOSED")) {
+        throw new HttpError(409, "ECLOSED", (err as Error).message);
+      }
+      throw err;
     }
-    if (endParam === "1" || endParam === "true") await handle.end();
     res.statusCode = 204;
     res.end();
   });

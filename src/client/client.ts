@@ -26,7 +26,7 @@ import type {
   ExecSpec,
 } from "../runtime/types.js";
 import { decodeBase64, encodeBase64 } from "../wire/base64.js";
-import { ComputerError } from "../wire/errors.js";
+import { ComputerError, errorFromResponse } from "../wire/errors.js";
 import { ExecWireDecoder } from "../wire/exec-wire.js";
 import type { Chunk, ExecEvent } from "../wire/types.js";
 import { UiClient } from "./ui.js";
@@ -285,26 +285,6 @@ function describe(err: unknown): string {
   if (cause?.errors?.[0]?.code) return cause.errors[0].code;
   if (cause?.message) return cause.message;
   return (err as Error)?.message ?? String(err);
-}
-
-async function errorFromResponse(res: Response): Promise<ComputerError> {
-  let code = res.status === 401 ? "EUNAUTHORIZED" : res.status === 404 ? "ENOENT" : "EHTTP";
-  let message = `HTTP ${res.status}`;
-  let earliestSeq: number | undefined;
-  try {
-    const body = (await res.json()) as {
-      error?: { code?: string; message?: string; earliestSeq?: number };
-    };
-    if (body?.error?.code) code = body.error.code;
-    if (body?.error?.message) message = body.error.message;
-    if (typeof body?.error?.earliestSeq === "number") earliestSeq = body.error.earliestSeq;
-  } catch {
-    // not our JSON (a proxy's page): keep the status-derived code
-    if (res.status >= 500) code = "ENETWORK";
-  }
-  const err = new ComputerError(code, message, { earliestSeq });
-  (err as { status?: number }).status = res.status;
-  return err;
 }
 
 /** An execution on a server: the same ExecHandle the in-process Computer returns. */

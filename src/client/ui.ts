@@ -9,7 +9,7 @@
 // with its own minting chose, with the render's `position`).
 
 import type { JsonObject, UiEvent } from "../aui/types.js";
-import { ComputerError } from "../wire/errors.js";
+import { ComputerError, errorFromResponse } from "../wire/errors.js";
 
 export interface UiClientOptions {
   /** Server base URL, e.g. "http://127.0.0.1:8787". */
@@ -79,22 +79,9 @@ export class UiClient {
         cause: err,
       });
     }
+    if (!res.ok) throw await errorFromResponse(res);
     const text = await res.text();
-    let body: unknown;
-    try {
-      body = text === "" ? undefined : JSON.parse(text);
-    } catch {
-      body = undefined;
-    }
-    if (!res.ok) {
-      const e = (
-        body as { error?: { code?: string; message?: string; earliestSeq?: number } } | undefined
-      )?.error;
-      throw new ComputerError(e?.code ?? `HTTP_${res.status}`, e?.message ?? `HTTP ${res.status}`, {
-        earliestSeq: e?.earliestSeq,
-      });
-    }
-    return body as T;
+    return (text === "" ? undefined : JSON.parse(text)) as T;
   }
 
   /** Publishes any command object (validated by the relay: 400 EINVAL with the reason). */

@@ -18,7 +18,7 @@
 
 import type { Redis } from "ioredis";
 import type { RedisEventLog } from "../store/redis-log.js";
-import { ComputerError } from "../wire/errors.js";
+import { ComputerError, toErrorCode } from "../wire/errors.js";
 
 export type ControlOp = "kill" | "write" | "end" | "dispose";
 
@@ -169,7 +169,7 @@ export class ControlChannel {
     if (r.ok) p.resolve();
     else {
       const extra = r.earliestSeq !== undefined ? { earliestSeq: r.earliestSeq } : undefined;
-      p.reject(new ComputerError(r.code ?? "EINTERNAL", r.message ?? "remote error", extra));
+      p.reject(new ComputerError(toErrorCode(r.code), r.message ?? "remote error", extra));
     }
   }
 

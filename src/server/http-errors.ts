@@ -5,19 +5,17 @@
 // its message is not echoed (it may carry internals); it is logged instead.
 
 import type { ServerResponse } from "node:http";
-import { ComputerError } from "../wire/errors.js";
+import { ComputerError, type ErrorCode, toErrorCode } from "../wire/errors.js";
 
 /** A ComputerError that also fixes the HTTP status (e.g. 413 and 429 both carry `ELIMIT`). */
 export class HttpError extends ComputerError {
-  readonly status: number;
   constructor(
     status: number,
-    code: string,
+    code: ErrorCode,
     message: string,
     extra?: { earliestSeq?: number; cause?: unknown },
   ) {
-    super(code, message, extra);
-    this.status = status;
+    super(code, message, { ...extra, status });
   }
 }
 
@@ -126,9 +124,9 @@ function fsMessage(code: string): string {
 export function toHttpError(err: unknown): HttpError {
   if (err instanceof HttpError) return err;
   const body = errorBody(err).error;
-  const status =
-    STATUS_BY_CODE[body.code] ?? (body.code === "EINTERNAL" ? 500 : statusForError(err));
-  return new HttpError(status, body.code, body.message, {
+  const code = toErrorCode(body.code);
+  const status = STATUS_BY_CODE[code] ?? (code === "EINTERNAL" ? 500 : statusForError(err));
+  return new HttpError(status, code, body.message, {
     earliestSeq: body.earliestSeq,
     cause: err,
   });

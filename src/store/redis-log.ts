@@ -42,7 +42,7 @@
 // drops messages while disconnected), and a slow safety poll covers the rest.
 
 import { Redis, type RedisOptions } from "ioredis";
-import { ComputerError } from "../wire/errors.js";
+import { ComputerError, toErrorCode } from "../wire/errors.js";
 import type { LoggedEvent } from "../wire/types.js";
 import {
   abortedError,
@@ -323,7 +323,7 @@ function mapError(err: unknown, id?: string): unknown {
       );
     }
     if (["ENOENT", "EINVAL", "EEXEC_BUSY"].includes(code)) {
-      return new ComputerError(code, m[2] || msg);
+      return new ComputerError(toErrorCode(code), m[2] || msg);
     }
   }
   if (/Connection is closed|closed/i.test(msg)) {

@@ -23,7 +23,7 @@
 //   `TextEncoder.encode` per line), copying out exactly the frame.
 
 import { decodeBase64, decodeBase64Ascii, decodeBase64Bytes, encodeBase64 } from "./base64.js";
-import { ComputerError } from "./errors.js";
+import { ComputerError, type ErrorCode, toErrorCode } from "./errors.js";
 import {
   DEFAULT_MAX_LINE_BYTES,
   excerptOf,
@@ -53,7 +53,7 @@ export class ExecWireError extends WireLineError {
   readonly frame?: Record<string, unknown>;
 
   constructor(
-    code: string,
+    code: ErrorCode,
     message: string,
     line: number,
     excerpt: string,
@@ -1028,8 +1028,10 @@ function parseFrame(
   }
   const name = obj.name;
   if (name === "error") {
-    const code = typeof obj.code === "string" && obj.code !== "" ? obj.code : "EINTERNAL";
-    const message = typeof obj.message === "string" ? obj.message : "producer error";
+    const code = toErrorCode(obj.code);
+    let message = typeof obj.message === "string" ? obj.message : "producer error";
+    // A code this version does not know stays visible in the message.
+    if (typeof obj.code === "string" && obj.code !== code) message = `${obj.code}: ${message}`;
     const extra: { frame: Record<string, unknown>; earliestSeq?: number } = { frame: obj };
     if (Number.isSafeInteger(obj.earliestSeq)) extra.earliestSeq = obj.earliestSeq as number;
     return new ExecWireError(code, message, line, excerptOf(s), extra);

@@ -17,7 +17,7 @@
 // doubled the cost of 64 KiB binary events): do not modify a large chunk
 // after pushing it. Memory stays close to the length of the longest line.
 
-import { ComputerError } from "./errors.js";
+import { ComputerError, type ErrorCode } from "./errors.js";
 
 /** Default bound on one line (excluding its line end): 64 MiB, as WIRE.md §1 says. */
 export const DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024;
@@ -91,7 +91,7 @@ export class WireLineError extends ComputerError {
   readonly excerpt: string;
 
   constructor(
-    code: string,
+    code: ErrorCode,
     message: string,
     line: number,
     excerpt: string,

@@ -59,10 +59,10 @@ describe("process groups", () => {
       signal: "SIGTERM",
       value: 143,
     });
-    expect((await run.info()).state).toBe("timed_out");
+    expect((await run.info()).state).toBe("timeout");
     expect(survivors("sleep 91.")).toEqual([]);
     const res = await run.result();
-    expect(res).toMatchObject({ status: "timed_out", stdout: "before\n" });
+    expect(res).toMatchObject({ status: "timeout", stdout: "before\n" });
   });
 
   it("grandchildren holding the pipes after the shell exits: drained briefly, then killed", async () => {

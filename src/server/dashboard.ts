@@ -462,7 +462,7 @@ tr.row { cursor: pointer; } tr.row:hover { background: #f9fafb; }
 .badge.running { background: #e6efff; color: var(--accent); }
 .badge.exited { background: #e7f6ed; color: var(--ok); }
 .badge.exited.fail { background: #fdecec; color: var(--bad); }
-.badge.killed, .badge.timed_out, .badge.lost { background: #fdecec; color: var(--bad); }
+.badge.killed, .badge.timeout, .badge.lost { background: #fdecec; color: var(--bad); }
 .term-head { display: flex; align-items: center; gap: 10px; padding: 9px 12px; border-bottom: 1px solid var(--line); }
 .term-head .cmd { flex: 1; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; font-weight: 600; }
 .term-head .meta { color: var(--muted); font-size: 12px; white-space: nowrap; }

@@ -106,7 +106,7 @@ export function createComputerServer(options: ComputerServerOptions): ComputerSe
     finished(rec) {
       dashboard?.finished(rec);
       metrics.executionsRunning.dec();
-      metrics.executionsFinished.inc({ reason: reasonOf(rec) });
+      metrics.executionsFinished.inc({ reason: rec.state });
       log({
         msg: "exec exit",
         id: rec.id,
@@ -225,19 +225,4 @@ export function createComputerServer(options: ComputerServerOptions): ComputerSe
     },
   };
   return server;
-}
-
-function reasonOf(rec: ExecRecord): string {
-  switch (rec.state) {
-    case "exited":
-      return "exited";
-    case "killed":
-      return "killed";
-    case "timed_out":
-      return "timeout";
-    case "lost":
-      return "lost";
-    default:
-      return "unknown";
-  }
 }

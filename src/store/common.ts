@@ -34,18 +34,24 @@ export function eventSize(ev: LoggedEvent): number {
   return EVENT_OVERHEAD_BYTES + (typeof v === "string" ? Buffer.byteLength(v) : v.byteLength);
 }
 
-/** The record state an exit reason finishes an execution with. */
+/**
+ * The record state an exit reason finishes an execution with: the same word.
+ * Records written before state and reason were spelled alike say `timed_out`.
+ */
 export function stateForReason(reason: ExitReason | undefined): ExecState {
-  switch (reason) {
-    case "killed":
-      return "killed";
-    case "timeout":
-      return "timed_out";
-    case "lost":
-      return "lost";
-    default:
-      return "exited";
-  }
+  return reason ?? "exited";
+}
+
+/** A stored state as today's spelling (`timed_out` from older logs reads as `timeout`). */
+export function normalizeState(state: string): ExecState | undefined {
+  if (state === "timed_out") return "timeout";
+  return state === "running" ||
+    state === "exited" ||
+    state === "killed" ||
+    state === "timeout" ||
+    state === "lost"
+    ? state
+    : undefined;
 }
 
 /** The record fields an exit event sets. */

@@ -51,8 +51,9 @@ import {
   DEFAULT_RETENTION_MS,
   EVENT_OVERHEAD_BYTES,
   type EventLogOptions,
+  normalizeState,
 } from "./common.js";
-import type { EventLog, ExecRecord, ExecState, NewExecRecord, ReadOptions } from "./types.js";
+import type { EventLog, ExecRecord, NewExecRecord, ReadOptions } from "./types.js";
 
 export interface RedisEventLogOptions extends EventLogOptions {
   /** `redis://[user:pass@]host:port[/db]` (also `rediss://`), or ioredis options. */
@@ -88,9 +89,7 @@ local function finish(state, code, signal, last)
   end
 end
 local function stateFor(reason)
-  if reason == 'killed' then return 'killed' end
-  if reason == 'timeout' then return 'timed_out' end
-  if reason == 'lost' then return 'lost' end
+  if reason == 'killed' or reason == 'timeout' or reason == 'lost' then return reason end
   return 'exited'
 end
 `;
@@ -378,8 +377,6 @@ function decodeEntry(id: string, entry: RawEntry): LoggedEvent {
   }
 }
 
-const STATES = new Set<ExecState>(["running", "exited", "killed", "timed_out", "lost"]);
-
 function parseRecord(h: Record<string, string>): ExecRecord | undefined {
   if (!h || h.state === undefined || h.id === undefined) return undefined;
   const rec: ExecRecord = {
@@ -388,7 +385,7 @@ function parseRecord(h: Record<string, string>): ExecRecord | undefined {
     cwd: h.cwd ?? "",
     encoding: h.encoding === "utf8" ? "utf8" : "b64",
     node: h.node ?? "",
-    state: STATES.has(h.state as ExecState) ? (h.state as ExecState) : "running",
+    state: normalizeState(h.state) ?? "running",
     startedAt: Number(h.startedAt ?? 0),
     lastSeq: Number(h.last ?? 0),
     earliestSeq: Number(h.earliest ?? 1),

@@ -46,6 +46,7 @@ import {
   type EventLogOptions,
   eventSize,
   finishPatch,
+  normalizeState,
   notFound,
   sameEvent,
   truncated,
@@ -190,6 +191,7 @@ export class SqliteEventLog implements EventLog {
     const lost: string[] = [];
     for (const r of rows) {
       const rec = JSON.parse(r.record) as ExecRecord;
+      rec.state = normalizeState(rec.state) ?? "running";
       const e: Entry = {
         rec,
         ord: r.ord,

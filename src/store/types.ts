@@ -5,10 +5,10 @@
 // many nodes fits it unchanged: a live subscriber and a resuming one both just
 // `read` from a seq and `waitFor` more, on whichever node they are.
 
-import type { LoggedEvent } from "../wire/types.js";
+import type { ExitReason, LoggedEvent } from "../wire/types.js";
 
 /** Lifecycle of an execution. Derived from the exit event's reason when it is appended. */
-export type ExecState = "running" | "exited" | "killed" | "timed_out" | "lost";
+export type ExecState = "running" | ExitReason;
 
 /** What is known about an execution, stored beside its events. */
 export interface ExecRecord {

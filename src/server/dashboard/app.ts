@@ -85,7 +85,7 @@ function time(ms: unknown): string {
 
 function badge(state: string, exitCode: unknown): HTMLElement {
   const fail = state === "exited" && typeof exitCode === "number" && exitCode !== 0;
-  const label = state === "timed_out" ? "timed out" : state;
+  const label = state === "timeout" ? "timed out" : state;
   return h("span", { class: `badge ${state}${fail ? " fail" : ""}`, "data-state": state }, label);
 }
 

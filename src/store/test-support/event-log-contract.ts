@@ -159,7 +159,7 @@ export function runEventLogContract(name: string, makeLog: MakeLog): void {
         [undefined, "exited"],
         ["exited", "exited"],
         ["killed", "killed"],
-        ["timeout", "timed_out"],
+        ["timeout", "timeout"],
         ["lost", "lost"],
       ] as const;
       for (const [reason, state] of cases) {

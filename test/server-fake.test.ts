@@ -28,8 +28,9 @@ const record: ExecRecord = {
 };
 
 function failingHandle(): ExecHandle {
-  return {
+  const handle: ExecHandle = {
     id: "f1",
+    subscribe: async () => handle.events(),
     events(): ReadableStream<ExecEvent> {
       let n = 0;
       return new ReadableStream<ExecEvent>({
@@ -46,6 +47,7 @@ function failingHandle(): ExecHandle {
     write: async () => {},
     end: async () => {},
   };
+  return handle;
 }
 
 const fake: ComputerApi = {

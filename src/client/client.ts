@@ -28,6 +28,7 @@ import type {
 import { decodeBase64, encodeBase64 } from "../wire/base64.js";
 import { ComputerError, errorFromResponse } from "../wire/errors.js";
 import { ExecWireDecoder } from "../wire/exec-wire.js";
+import { parseAfter, resolveAfter } from "../wire/position.js";
 import type { Chunk, ExecEvent } from "../wire/types.js";
 import { UiClient } from "./ui.js";
 
@@ -300,6 +301,11 @@ export class RemoteExecHandle<V extends Chunk = Chunk> implements ExecHandle<V> 
 
   events(options: EventsOptions = {}): ReadableStream<ExecEvent<V>> {
     return resumingEventStream<V>(this.client, this.id, this.path, options);
+  }
+
+  async subscribe(options: EventsOptions = {}): Promise<ReadableStream<ExecEvent<V>>> {
+    resolveAfter(this.id, parseAfter(options.after), await this.info());
+    return this.events(options);
   }
 
   async result(options: { signal?: AbortSignal } = {}): Promise<ExecResult<V>> {

@@ -217,7 +217,8 @@ export class ControlChannel {
     if (Date.now() > deadline) return; // the caller gave up already
     const run = async (): Promise<void> => {
       const h = this.handler;
-      if (!h) throw new ComputerError("ECLOSED", `node ${this.nodeId} is not serving executions`);
+      if (!h)
+        throw new ComputerError("EUNAVAILABLE", `node ${this.nodeId} is not serving executions`);
       switch (op) {
         case "kill":
           return h.kill(id, f.get("signal")?.toString());
@@ -267,7 +268,7 @@ export class ControlChannel {
     this.closed = true;
     for (const [rid, p] of this.pending) {
       clearTimeout(p.timer);
-      p.reject(new ComputerError("ECLOSED", "cluster node is closing"));
+      p.reject(new ComputerError("EUNAVAILABLE", "cluster node is closing"));
       this.pending.delete(rid);
     }
     // Let in-flight handlers reply (bounded).

@@ -37,6 +37,7 @@ import {
 import { type EventLogSpec, openEventLog } from "../store/open-log.js";
 import type { EventLog, ExecRecord } from "../store/types.js";
 import { ComputerError, hasCode } from "../wire/errors.js";
+import { parseAfter, resolveAfter } from "../wire/position.js";
 import type { Chunk, ExecEvent, ExitReason, LoggedEvent } from "../wire/types.js";
 import { relativeToWorkspace, resolveInWorkspace } from "./paths.js";
 import type {
@@ -531,29 +532,13 @@ export class Computer implements ComputerApi {
           ctl = controller;
           if (userSignal?.aborted) throw new ComputerError("EABORTED", "event stream aborted");
           userSignal?.addEventListener("abort", onAbort, { once: true });
-          if (after !== "tail" && !(Number.isSafeInteger(after) && after >= 0)) {
-            throw new ComputerError("EINVAL", 'after must be a non-negative integer or "tail"');
-          }
+          const from = parseAfter(after);
           log = await computer.logP;
           exe = computer.local.get(id);
           const rec = await log.get(id);
           if (!rec) throw notFound(id);
-          let pos: number;
-          if (after === "tail") pos = exe && !exe.finished ? exe.seq : rec.lastSeq;
-          else {
-            const known = exe && !exe.finished ? Math.max(exe.seq, rec.lastSeq) : rec.lastSeq;
-            if (after > known) {
-              throw new ComputerError("EINVAL", `after ${after} is beyond the last seq ${known}`);
-            }
-            if (after + 1 < rec.earliestSeq) {
-              throw new ComputerError(
-                "ELOG_TRUNCATED",
-                `events of ${id} after seq ${after} were dropped; the earliest retained seq is ${rec.earliestSeq}`,
-                { earliestSeq: rec.earliestSeq },
-              );
-            }
-            pos = after;
-          }
+          const lastSeq = exe && !exe.finished ? Math.max(exe.seq, rec.lastSeq) : rec.lastSeq;
+          const pos = resolveAfter(id, from, { lastSeq, earliestSeq: rec.earliestSeq });
           if (exe && !exe.finished) {
             sub = {
               pos,
@@ -990,6 +975,12 @@ class Handle implements ExecHandle {
     readonly id: string,
   ) {}
   events(options?: EventsOptions): ReadableStream<ExecEvent> {
+    return this.computer.events(this.id, options);
+  }
+  async subscribe(options: EventsOptions = {}): Promise<ReadableStream<ExecEvent>> {
+    const from = parseAfter(options.after);
+    const rec = await this.computer.info(this.id);
+    resolveAfter(this.id, from, rec);
     return this.computer.events(this.id, options);
   }
   result(options?: { signal?: AbortSignal }): Promise<ExecResult> {

@@ -47,8 +47,18 @@ export interface ExecResult<V extends Chunk = Chunk> {
 
 export interface ExecHandle<V extends Chunk = Chunk> {
   readonly id: string;
-  /** A fresh stream per call; any number at once, each at its own pace. */
+  /**
+   * A fresh stream per call; any number at once, each at its own pace. A bad
+   * start position errors the stream (use subscribe() to learn it first).
+   */
   events(options?: EventsOptions): ReadableStream<ExecEvent<V>>;
+  /**
+   * The same stream, opened once its start position is known to be servable:
+   * rejects with ENOENT, EINVAL (malformed, or beyond the last seq) or
+   * ELOG_TRUNCATED (with `earliestSeq`) before any event is read. A server
+   * uses it to answer such errors with a status instead of a broken stream.
+   */
+  subscribe(options?: EventsOptions): Promise<ReadableStream<ExecEvent<V>>>;
   /** Waits for exit and returns accumulated output (bounded) and the exit status. */
   result(options?: { signal?: AbortSignal }): Promise<ExecResult<V>>;
   /** The execution's current record. */

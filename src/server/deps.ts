@@ -42,6 +42,6 @@ export interface ServerDeps {
   heartbeats: boolean;
   /** Subscriptions currently open (for the maxSubscribers limit). */
   subscriptions: { count: number };
-  /** True once shutdown began: new work is refused with 503 ECLOSED. */
+  /** True once shutdown began: new work is refused with 503 EUNAVAILABLE. */
   isClosing(): boolean;
 }

@@ -294,7 +294,7 @@ async function getHandle(deps: ServerDeps, id: string): Promise<ExecHandle> {
 }
 
 function refuseWhenClosing(deps: ServerDeps): void {
-  if (deps.isClosing()) throw new HttpError(503, "ECLOSED", "server is shutting down");
+  if (deps.isClosing()) throw new HttpError(503, "EUNAVAILABLE", "server is shutting down");
 }
 
 /** Registers /v1/execs routes on `router`. */

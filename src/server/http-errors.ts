@@ -5,7 +5,14 @@
 // its message is not echoed (it may carry internals); it is logged instead.
 
 import type { ServerResponse } from "node:http";
-import { ComputerError, type ErrorCode, toErrorCode } from "../wire/errors.js";
+import {
+  ComputerError,
+  codeOf,
+  ERROR_STATUS,
+  type ErrorCode,
+  isErrorCode,
+  toErrorCode,
+} from "../wire/errors.js";
 
 /** A ComputerError that also fixes the HTTP status (e.g. 413 and 429 both carry `ELIMIT`). */
 export class HttpError extends ComputerError {
@@ -18,26 +25,6 @@ export class HttpError extends ComputerError {
     super(code, message, { ...extra, status });
   }
 }
-
-const STATUS_BY_CODE: Record<string, number> = {
-  EINVAL: 400,
-  EISDIR: 400,
-  ENOTDIR: 400,
-  EUNAUTHORIZED: 401,
-  EFORBIDDEN: 403,
-  ENOENT: 404,
-  EMETHOD: 405,
-  ENOTACCEPTABLE: 406,
-  EEXEC_BUSY: 409,
-  EEXIST: 409,
-  ENOTEMPTY: 409,
-  ELOG_TRUNCATED: 410,
-  ETOOLARGE: 413,
-  EUNSUPPORTED_MEDIA: 415,
-  ELIMIT: 429,
-  ECLOSED: 503,
-  ENETWORK: 502,
-};
 
 /** Node's fs error codes that may surface from the files API, mapped to ours. */
 const FS_CODES: Record<string, string> = {
@@ -72,10 +59,11 @@ export function assertRetained(after: number, info: { earliestSeq: number }): vo
 export function statusForError(err: unknown): number {
   if (err instanceof HttpError) return err.status;
   const code = codeOf(err);
-  return (code !== undefined && STATUS_BY_CODE[code]) || 500;
+  return code === undefined ? 500 : ERROR_STATUS[code];
 }
 
-function codeOf(err: unknown): string | undefined {
+/** A code on a thrown value, ours or Node's (fs errors carry theirs). */
+function rawCodeOf(err: unknown): string | undefined {
   if (typeof err !== "object" || err === null) return undefined;
   const code = (err as { code?: unknown }).code;
   return typeof code === "string" ? code : undefined;
@@ -85,8 +73,8 @@ function codeOf(err: unknown): string | undefined {
 export function errorBody(err: unknown): {
   error: { code: string; message: string; earliestSeq?: number };
 } {
-  const code = codeOf(err);
-  if (err instanceof ComputerError || (code !== undefined && STATUS_BY_CODE[code])) {
+  const code = rawCodeOf(err);
+  if (err instanceof ComputerError || isErrorCode(code)) {
     const e = err as { code: string; message?: string; earliestSeq?: number };
     const body: { code: string; message: string; earliestSeq?: number } = {
       code: e.code,
@@ -125,7 +113,7 @@ export function toHttpError(err: unknown): HttpError {
   if (err instanceof HttpError) return err;
   const body = errorBody(err).error;
   const code = toErrorCode(body.code);
-  const status = STATUS_BY_CODE[code] ?? (code === "EINTERNAL" ? 500 : statusForError(err));
+  const status = err instanceof ComputerError ? err.status : ERROR_STATUS[code];
   return new HttpError(status, code, body.message, {
     earliestSeq: body.earliestSeq,
     cause: err,

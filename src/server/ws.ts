@@ -73,7 +73,7 @@ export function registerWebSocket(router: Router, deps: ServerDeps): WsEndpoint 
   });
 
   router.upgrade("/v1/ws", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    if (deps.isClosing()) throw new HttpError(503, "ECLOSED", "server is shutting down");
+    if (deps.isClosing()) throw new HttpError(503, "EUNAVAILABLE", "server is shutting down");
     wss.handleUpgrade(req, socket, head, (ws) => onConnection(ws, req));
   });
 

@@ -1,4 +1,4 @@
-// Tests for consumeAAtUIStream (WIRE.md §3 rules 1–6): one named test per
+// Tests for consumeAAtUIStream (docs/protocol.md §3 rules 1–6): one named test per
 // rule, chunk splits inside multi-byte characters and between \r and \n, the
 // resume-position extension, adapter semantics, and a property test that any
 // byte chunking of a random stream gives exactly what a naive reading of the
@@ -82,7 +82,7 @@ async function run(
 const U1 = '{"type":"update","widgetId":"w1","params":{"q":"\u00e9\u{1F600}"}}';
 const cmd = (json: string) => JSON.parse(json) as Command;
 
-describe("A@UI SSE consumer rules (WIRE.md §3)", () => {
+describe("A@UI SSE consumer rules (docs/protocol.md §3)", () => {
   test("rule 1: reads lines split on \\n or \\r\\n and skips empty lines", async () => {
     const { seen } = await run([`\n\r\n  \ndata: ${U1}\r\n\r\ndata: ${U1}\n\n`]);
     expect(seen).toEqual([

@@ -1,4 +1,4 @@
-// The A@UI SSE stream consumer (WIRE.md §3, rules 1–6): reads an agent's
+// The A@UI SSE stream consumer (docs/protocol.md §3, rules 1–6): reads an agent's
 // command stream and hands each valid command to an adapter (usually the UI
 // runtime), every problem to the adapter's error channel. Nothing is dropped
 // silently.
@@ -276,7 +276,7 @@ function result(consumer: AAtUIStreamConsumer): ConsumeResult {
 }
 
 /**
- * Consumes an A@UI SSE command stream (WIRE.md §3 rules 1–6) from a
+ * Consumes an A@UI SSE command stream (docs/protocol.md §3 rules 1–6) from a
  * ReadableStream (or async iterable) of text or UTF-8 byte chunks split
  * anywhere. Resolves when `[DONE]` arrives (the stream is cancelled at once
  * and nothing further is read) or the stream ends; rejects if the stream

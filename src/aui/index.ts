@@ -1,4 +1,4 @@
-// Public entry of `agent-computer/aui`: the A@UI protocol (WIRE.md §3).
+// Public entry of `agent-computer/aui`: the A@UI protocol (docs/protocol.md §3).
 // Protocol layer: types, validation, the SSE stream consumer.
 
 export {
@@ -20,7 +20,7 @@ export {
   type StreamErrorCode,
   type StreamErrorContext,
 } from "./consume.js";
-// Widget runtime (DOM) and the reconnecting transports (H5).
+// Widget runtime (DOM) and the reconnecting transports.
 export {
   type AAtUIComponent,
   type AAtUIError,

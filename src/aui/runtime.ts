@@ -1,4 +1,4 @@
-// The framework-free A@UI widget runtime (WIRE.md §3): it turns validated
+// The framework-free A@UI widget runtime (docs/protocol.md §3): it turns validated
 // render/update/destroy commands into mounted components inside a mount
 // target, and turns what components emit into UI events for the agent.
 //

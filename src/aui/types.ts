@@ -1,4 +1,4 @@
-// The A@UI protocol's data types (WIRE.md §3): the three agent → UI commands,
+// The A@UI protocol's data types (docs/protocol.md §3): the three agent → UI commands,
 // the UI → agent event, and the component manifest a UI publishes so an agent
 // knows what it may render. Types only; `validate.ts` checks untrusted values
 // against the same rules, and `schemas/*.json` states them for other languages.

@@ -1,4 +1,4 @@
-// Tests for A@UI validation (WIRE.md §3): the render/update/destroy table row
+// Tests for A@UI validation (docs/protocol.md §3): the render/update/destroy table row
 // by row, and agreement between validateCommand / validateUiEvent and the
 // shipped JSON Schemas (checked with a real validator, Ajv) on a hand-written
 // corpus plus random commands, so other-language implementations that use the
@@ -25,7 +25,7 @@ function bad(v: unknown, reason: RegExp) {
   if (!r.ok) expect(r.reason).toMatch(reason);
 }
 
-describe("validateCommand: the WIRE.md §3 table", () => {
+describe("validateCommand: the table of docs/protocol.md §3", () => {
   test("render: type + non-empty component; params optional", () => {
     ok({ type: "render", component: "SearchBox" });
     ok({ type: "render", component: "SearchBox", params: {} });
@@ -98,7 +98,7 @@ describe("validateCommand: the WIRE.md §3 table", () => {
 });
 
 describe("validateUiEvent", () => {
-  test("accepts the WIRE.md example and a payload-less event", () => {
+  test("accepts the protocol doc's example and a payload-less event", () => {
     const e = {
       type: "ArticleList:open",
       widgetId: "w1",

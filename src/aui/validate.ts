@@ -1,4 +1,4 @@
-// Validation of untrusted A@UI values (WIRE.md §3). Commands arrive over the
+// Validation of untrusted A@UI values (docs/protocol.md §3). Commands arrive over the
 // network from an agent, so every transport checks them with this one
 // function before anything is dispatched. Hand-written rather than generated
 // from the JSON Schemas: it is on the hot path of every command (no
@@ -58,7 +58,7 @@ function forbidden(obj: JsonObject, key: string, type: string): string | undefin
   return hasOwn.call(obj, key) ? `${type}: "${key}" is not allowed` : undefined;
 }
 
-/** Checks one command against WIRE.md §3's table. Never throws. */
+/** Checks one command against docs/protocol.md §3's table. Never throws. */
 export function validateCommand(value: unknown): CommandValidation {
   if (!isPlainObject(value)) {
     return { ok: false, reason: `command must be a JSON object, got ${describe(value)}` };

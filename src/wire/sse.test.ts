@@ -1,4 +1,4 @@
-// Tests for the SSE codec (WIRE.md §2): one named test per WHATWG
+// Tests for the SSE codec (docs/protocol.md §2): one named test per WHATWG
 // event-stream rule, then property tests that format → parse round-trips
 // exactly for random events under random chunkings (text and bytes), and for
 // every-single-byte chunking.
@@ -278,7 +278,7 @@ describe("formatSseEvent / formatSseComment", () => {
     expect(formatSseEvent({ event: "end", data: "[DONE]" })).toBe("event: end\ndata: [DONE]\n\n");
   });
 
-  test("the WIRE.md §2 example, byte for byte", () => {
+  test("the docs/protocol.md §2 example, byte for byte", () => {
     const frame = '{"id":"r1","seq":7,"name":"stdout","enc":"utf8","value":"hello\\n"}';
     expect(formatSseEvent({ id: 7, event: "stdout", data: frame })).toBe(
       `id: 7\nevent: stdout\ndata: ${frame}\n\n`,

@@ -75,9 +75,11 @@ export class ControlChannel {
     this.logger = options.logger ?? (() => {});
   }
 
-  /** Subscribe to replies and start serving requests addressed to this node. */
-  async start(handler?: ControlHandler): Promise<void> {
-    if (handler) this.handler = handler;
+  /**
+   * Subscribe to replies and start reading requests addressed to this node
+   * (answered with EUNAVAILABLE until setHandler is called).
+   */
+  async start(): Promise<void> {
     const sub = this.eventLog.duplicate(`ac-ctl-sub-${this.nodeId}`);
     sub.on("message", (_ch: string, msg: string) => this.onReply(msg));
     await sub.subscribe(this.keys.replyChannel(this.nodeId));

@@ -65,7 +65,7 @@ export class ClusterNode {
   readonly liveness: NodeLiveness;
   readonly control: ControlChannel;
   readonly remote: RemoteControl;
-  private readonly ownsLog: boolean;
+  private readonly ownsEventLog: boolean;
   private readonly redis: Redis;
   private closed = false;
 
@@ -77,7 +77,7 @@ export class ClusterNode {
       );
     }
     this.nodeId = options.nodeId;
-    this.ownsLog = !options.eventLog;
+    this.ownsEventLog = !options.eventLog;
     this.eventLog =
       options.eventLog ?? new RedisEventLog({ ...options.eventLogOptions, redis: options.redis });
     // The cluster's own connection: liveness and control keep working while the
@@ -190,7 +190,7 @@ export class ClusterNode {
     await this.control.close();
     await this.liveness.stop();
     this.redis.disconnect();
-    if (this.ownsLog) await this.eventLog.close();
+    if (this.ownsEventLog) await this.eventLog.close();
   }
 }
 

@@ -7,7 +7,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ClusterNode } from "../src/cluster/node.js";
-import { RedisEventLog } from "../src/store/redis-log.js";
+import { RedisEventLog } from "../src/store/redis/log.js";
 import type { ExecRecord } from "../src/store/types.js";
 import { ComputerError } from "../src/wire/errors.js";
 import { type RedisServer, redisAvailable, startRedis } from "./support/redis-server.js";
@@ -29,18 +29,25 @@ describe.skipIf(!hasRedis)("cluster node (liveness + control)", () => {
     ClusterNode.start({
       nodeId,
       redis: server.url,
-      logOptions: { prefix },
+      eventLogOptions: { prefix },
       ttlMs: 600,
       sweepMs: 200,
       controlTimeoutMs: 1500,
-      logEvent: quiet,
+      logger: quiet,
       ...extra,
     });
 
-  async function newExec(log: RedisEventLog, node: string): Promise<ExecRecord> {
+  async function newExec(eventLog: RedisEventLog, node: string): Promise<ExecRecord> {
     const id = randomUUID();
-    await log.create({ id, command: "x", cwd: "", encoding: "b64", node, startedAt: Date.now() });
-    return (await log.get(id))!;
+    await eventLog.create({
+      id,
+      command: "x",
+      cwd: "",
+      encoding: "b64",
+      node,
+      startedAt: Date.now(),
+    });
+    return (await eventLog.get(id))!;
   }
 
   it("routes kill/write/end/dispose to the owner in order and returns its result", async () => {
@@ -65,7 +72,7 @@ describe.skipIf(!hasRedis)("cluster node (liveness + control)", () => {
           throw new ComputerError("ENOENT", `no such execution: ${id}`);
         },
       });
-      const rec = await newExec(a.log, "a");
+      const rec = await newExec(a.eventLog, "a");
       await b.remote.kill(rec, "SIGINT");
       await Promise.all(["1", "2", "3", "4", "5"].map((c) => b.remote.write(rec, c)));
       await b.remote.end(rec);
@@ -97,7 +104,7 @@ describe.skipIf(!hasRedis)("cluster node (liveness + control)", () => {
         end: async () => {},
         dispose: async () => {},
       });
-      const rec = await newExec(a.log, "a");
+      const rec = await newExec(a.eventLog, "a");
       const err = await b.remote.kill(rec).catch((e) => e);
       expect(err.code).toBe("ENETWORK");
       expect(err.message).toMatch(/node a did not answer kill/);
@@ -114,11 +121,11 @@ describe.skipIf(!hasRedis)("cluster node (liveness + control)", () => {
     const c = await start(prefix, "c");
     const reader = new RedisEventLog({ redis: server.url, prefix });
     try {
-      const r1 = await newExec(a.log, "a");
-      const r2 = await newExec(a.log, "a");
-      await a.log.append(r1.id, [{ id: r1.id, seq: 1, name: "stdout", value: "hi" }]);
-      const finished = await newExec(a.log, "a");
-      await a.log.append(finished.id, [{ id: finished.id, seq: 1, name: "exit", value: 0 }]);
+      const r1 = await newExec(a.eventLog, "a");
+      const r2 = await newExec(a.eventLog, "a");
+      await a.eventLog.append(r1.id, [{ id: r1.id, seq: 1, name: "stdout", value: "hi" }]);
+      const finished = await newExec(a.eventLog, "a");
+      await a.eventLog.append(finished.id, [{ id: finished.id, seq: 1, name: "exit", value: 0 }]);
       // "Kill" node a: stop refreshing without releasing its key (as a crash would).
       (a.liveness as unknown as { stopped: boolean }).stopped = true;
       const waiting = reader.waitFor(r1.id, 1);
@@ -139,7 +146,7 @@ describe.skipIf(!hasRedis)("cluster node (liveness + control)", () => {
       await new Promise((r) => setTimeout(r, 500));
       expect((await reader.read(r1.id, 0)).length).toBe(2);
       // A kill for an execution whose owner is not alive closes it at once.
-      const ghost = await newExec(b.log, "ghost");
+      const ghost = await newExec(b.eventLog, "ghost");
       await b.remote.kill(ghost, "SIGTERM");
       expect((await reader.get(ghost.id))?.state).toBe("lost");
       const nodes = await b.nodes();
@@ -164,14 +171,14 @@ describe.skipIf(!hasRedis)("cluster node (liveness + control)", () => {
         dispose: async () => {},
         get: async () => ({ write: async () => {}, end: async () => {} }),
       });
-      const kept = await newExec(a.log, "a");
+      const kept = await newExec(a.eventLog, "a");
       running.add(kept.id);
-      const orphan = await newExec(a.log, "a");
+      const orphan = await newExec(a.eventLog, "a");
       for (;;) {
-        if ((await a.log.get(orphan.id))?.state === "lost") break;
+        if ((await a.eventLog.get(orphan.id))?.state === "lost") break;
         await new Promise((r) => setTimeout(r, 50));
       }
-      expect((await a.log.get(kept.id))?.state).toBe("running");
+      expect((await a.eventLog.get(kept.id))?.state).toBe("running");
     } finally {
       await a.close();
     }
@@ -180,7 +187,7 @@ describe.skipIf(!hasRedis)("cluster node (liveness + control)", () => {
   it("a Redis outage longer than the TTL does not make live nodes look dead (sweeps wait a TTL after reconnect)", async () => {
     const aof = await startRedis({ aof: true });
     const prefix = `cn${n++}:`;
-    const common = { logOptions: { prefix }, ttlMs: 1500, sweepMs: 200, logEvent: quiet };
+    const common = { eventLogOptions: { prefix }, ttlMs: 1500, sweepMs: 200, logger: quiet };
     // Node a reconnects late (its first retry comes 2.5 s after the drop), so
     // b is back well before a has refreshed its (by then expired) key.
     const a = await ClusterNode.start({
@@ -194,14 +201,14 @@ describe.skipIf(!hasRedis)("cluster node (liveness + control)", () => {
     });
     const b = await ClusterNode.start({ ...common, nodeId: "b", redis: aof.url });
     try {
-      const rec = await newExec(a.log, "a");
+      const rec = await newExec(a.eventLog, "a");
       await new Promise((r) => setTimeout(r, 2000)); // past b's start-up grace
       await aof.stop();
       await new Promise((r) => setTimeout(r, 1700)); // every liveness key expires meanwhile
       await aof.start();
       // Several sweeps of b after its reconnect, and after a's.
       await new Promise((r) => setTimeout(r, 3000));
-      expect((await b.log.get(rec.id))?.state).toBe("running");
+      expect((await b.eventLog.get(rec.id))?.state).toBe("running");
       expect((await b.nodes()).map((x) => [x.id, x.alive])).toEqual([
         ["a", true],
         ["b", true],
@@ -216,13 +223,13 @@ describe.skipIf(!hasRedis)("cluster node (liveness + control)", () => {
   it("a node restarted under the same id closes what its predecessor left running", async () => {
     const prefix = `cn${n++}:`;
     const a1 = await start(prefix, "a");
-    const rec = await newExec(a1.log, "a");
+    const rec = await newExec(a1.eventLog, "a");
     // Crash: drop connections without releasing the liveness key.
     (a1.liveness as unknown as { stopped: boolean }).stopped = true;
-    a1.log.redis.disconnect();
+    a1.eventLog.redis.disconnect();
     const a2 = await start(prefix, "a"); // waits out the stale key (one TTL), then sweeps itself
     try {
-      const r = await a2.log.get(rec.id);
+      const r = await a2.eventLog.get(rec.id);
       expect(r?.state).toBe("lost");
     } finally {
       await a2.close();

@@ -6,7 +6,7 @@
 
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { RedisEventLog } from "../src/store/redis-log.js";
+import { RedisEventLog } from "../src/store/redis/log.js";
 import { runEventLogContract } from "../src/store/test-support/event-log-contract.js";
 import type { NewExecRecord } from "../src/store/types.js";
 import type { LoggedEvent, OutputEvent } from "../src/wire/types.js";
@@ -95,19 +95,19 @@ describe.skipIf(!hasRedis)("RedisEventLog", () => {
   });
 
   it("coalesces un-awaited appends in order and keeps every byte", async () => {
-    const log = new RedisEventLog({ redis: server.url, prefix: newPrefix() });
+    const eventLog = new RedisEventLog({ redis: server.url, prefix: newPrefix() });
     try {
       const id = randomUUID();
-      await log.create(rec(id));
+      await eventLog.create(rec(id));
       const all: Promise<void>[] = [];
       for (let s = 1; s <= 2000; s++) {
-        all.push(log.append(id, [out(id, s, new Uint8Array([s & 255]))]));
+        all.push(eventLog.append(id, [out(id, s, new Uint8Array([s & 255]))]));
       }
       await Promise.all(all);
       const seqs: number[] = [];
       let after = 0;
       for (;;) {
-        const evs = await log.read(id, after);
+        const evs = await eventLog.read(id, after);
         if (evs.length === 0) break;
         for (const e of evs) {
           seqs.push(e.seq);
@@ -117,44 +117,49 @@ describe.skipIf(!hasRedis)("RedisEventLog", () => {
       }
       expect(seqs).toEqual(Array.from({ length: 2000 }, (_, i) => i + 1));
     } finally {
-      await log.close();
+      await eventLog.close();
     }
   });
 
   it("closeLost writes exactly one lost exit when many nodes race, and the owner cannot write after it", async () => {
     const prefix = newPrefix();
-    const logs = Array.from({ length: 3 }, () => new RedisEventLog({ redis: server.url, prefix }));
+    const eventLogs = Array.from(
+      { length: 3 },
+      () => new RedisEventLog({ redis: server.url, prefix }),
+    );
     try {
       const id = randomUUID();
-      await logs[0]!.create(rec(id, "dead"));
-      await logs[0]!.append(id, [out(id, 1, new Uint8Array([1]))]);
-      expect(await logs[1]!.runningOn("dead")).toEqual([id]);
-      const seqs = await Promise.all(logs.map((l) => l.closeLost(id, "dead")));
+      await eventLogs[0]!.create(rec(id, "dead"));
+      await eventLogs[0]!.append(id, [out(id, 1, new Uint8Array([1]))]);
+      expect(await eventLogs[1]!.runningOn("dead")).toEqual([id]);
+      const seqs = await Promise.all(eventLogs.map((l) => l.closeLost(id, "dead")));
       expect(seqs.filter((s) => s > 0)).toEqual([2]);
-      const evs = await logs[2]!.read(id, 0);
+      const evs = await eventLogs[2]!.read(id, 0);
       expect(evs.map((e) => [e.seq, e.name])).toEqual([
         [1, "stdout"],
         [2, "exit"],
       ]);
       expect(evs[1]).toMatchObject({ reason: "lost", value: -1 });
-      expect((await logs[2]!.get(id))?.state).toBe("lost");
-      expect(await logs[0]!.runningOn("dead")).toEqual([]);
-      const late = await logs[0]!.append(id, [out(id, 2, new Uint8Array([2]))]).catch((e) => e);
+      expect((await eventLogs[2]!.get(id))?.state).toBe("lost");
+      expect(await eventLogs[0]!.runningOn("dead")).toEqual([]);
+      const late = await eventLogs[0]!
+        .append(id, [out(id, 2, new Uint8Array([2]))])
+        .catch((e) => e);
       expect(late.code).toBe("EINVAL");
     } finally {
-      for (const l of logs) await l.close();
+      for (const l of eventLogs) await l.close();
     }
   });
 
   it("a re-sent create (reply lost) is not EEXEC_BUSY, another creator is", async () => {
-    const log = new RedisEventLog({ redis: server.url, prefix: newPrefix() });
+    const eventLog = new RedisEventLog({ redis: server.url, prefix: newPrefix() });
     try {
       const id = randomUUID();
-      await log.create(rec(id));
-      const err = await log.create(rec(id)).catch((e) => e);
+      await eventLog.create(rec(id));
+      const err = await eventLog.create(rec(id)).catch((e) => e);
       expect(err.code).toBe("EEXEC_BUSY");
     } finally {
-      await log.close();
+      await eventLog.close();
     }
   });
 
@@ -216,7 +221,7 @@ describe.skipIf(!hasRedis)("RedisEventLog", () => {
       const r = await b.get(id);
       expect(r?.state).toBe("lost");
       expect(typeof r?.endedAt).toBe("number");
-      expect(await a.redis.pttl(a.metaKey(id))).toBeGreaterThan(0);
+      expect(await a.redis.pttl(a.keys.meta(id))).toBeGreaterThan(0);
       expect(await a.runningOn("a")).toEqual([]);
     } finally {
       await a.close();

@@ -25,14 +25,14 @@ const logMaxBytes = Number(opt("log-max-bytes", String(16 * 1024 * 1024)));
 const workspace = mkdtempSync(join(tmpdir(), `ac-bench-${id}-`));
 
 const cl = await openServeCluster({
-  log: logSpec,
+  eventLog: logSpec,
   nodeId: id,
   logMaxBytes,
-  logEvent: () => {},
+  logger: () => {},
 });
 const computer = new Computer({
   workspace,
-  log: cl.log,
+  log: cl.eventLog,
   nodeId: cl.nodeId,
   remote: cl.remote,
   logMaxBytes,

@@ -23,7 +23,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
 import { ComputerClient } from "../../dist/client/client.js";
-import { RedisEventLog } from "../../dist/store/redis-log.js";
+import { RedisEventLog } from "../../dist/store/redis/log.js";
 
 const here = fileURLToPath(new URL(".", import.meta.url));
 const REDIS_BIN = process.env.REDIS_SERVER_BIN ?? "/usr/bin/redis-server";

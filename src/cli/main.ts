@@ -288,11 +288,11 @@ export function buildProgram(): Command {
           process.stdout.write(`${JSON.stringify({ ts: new Date().toISOString(), ...entry })}\n`);
         };
         const cl = await openServeCluster({
-          log: o.log,
+          eventLog: o.log,
           nodeId: o.nodeId,
           ...(o.logMaxBytes !== undefined ? { logMaxBytes: o.logMaxBytes } : {}),
           ...(o.retentionMs !== undefined ? { retentionMs: o.retentionMs } : {}),
-          logEvent: (event, fields) => log({ msg: event, ...fields }),
+          logger: (event, fields) => log({ msg: event, ...fields }),
         }).catch((err) => {
           throw new CliError(`cannot join the cluster: ${(err as Error).message}`);
         });
@@ -311,7 +311,7 @@ export function buildProgram(): Command {
           computer: (observer) => {
             const computer = new Computer({
               workspace,
-              log: cl.log,
+              log: cl.eventLog,
               nodeId: cl.nodeId,
               remote: cl.remote,
               observer,

@@ -3,21 +3,23 @@
 // the owner's result (ok, or an error with its `code`) comes back to the
 // caller.
 //
-// Requests go into the owner's control stream `<p>ctl:<node>` (XADD, capped
-// with MAXLEN ~); the owner reads it with a blocking XREAD on one dedicated
-// connection. A stream rather than pub/sub for requests because a stream
-// survives a reconnect of the owner's reader: a request sent during a blip is
-// read when the reader is back instead of being dropped. Requests carry a
-// deadline; the owner skips expired ones (the caller has given up). Requests
-// for one execution are handled in arrival order (stdin chunks must not
-// reorder); different executions run concurrently.
+// Requests go into the owner's control stream (keys.controlStream; XADD,
+// capped with MAXLEN ~); the owner reads it with a blocking XREAD on one
+// dedicated connection. A stream rather than pub/sub for requests because a
+// stream survives a reconnect of the owner's reader: a request sent during a
+// blip is read when the reader is back instead of being dropped. Requests
+// carry a deadline; the owner skips expired ones (the caller has given up).
+// Requests for one execution are handled in arrival order (stdin chunks must
+// not reorder); different executions run concurrently.
 //
 // Replies are small and only useful while the caller waits, so they go over
-// pub/sub on `<p>reply:<caller node>`, matched by request id; a caller that
-// gets no reply within `timeoutMs` fails with `ENETWORK` naming the node.
+// pub/sub on the caller node's reply channel (keys.replyChannel), matched by
+// request id; a caller that gets no reply within `timeoutMs` fails with
+// `ENETWORK` naming the node. Key names: src/store/redis/keys.ts.
 
 import type { Redis } from "ioredis";
-import type { RedisEventLog } from "../store/redis-log.js";
+import type { RedisKeys } from "../store/redis/keys.js";
+import type { RedisEventLog } from "../store/redis/log.js";
 import { ComputerError, toErrorCode } from "../wire/errors.js";
 
 export type ControlOp = "kill" | "write" | "end" | "dispose";
@@ -35,7 +37,8 @@ export interface ControlOptions {
   timeoutMs?: number;
   /** Entries kept in each control stream (approximate, default 10000). */
   streamMaxLen?: number;
-  log?: (event: string, fields: Record<string, unknown>) => void;
+  /** Structured logger for failures of the request reader and of replies. */
+  logger?: (event: string, fields: Record<string, unknown>) => void;
 }
 
 interface Pending {
@@ -57,38 +60,41 @@ export class ControlChannel {
   private loop: Promise<void> | undefined;
   private counter = 0;
   private closed = false;
-  private readonly logFn: (event: string, fields: Record<string, unknown>) => void;
+  private readonly logger: (event: string, fields: Record<string, unknown>) => void;
+  private readonly keys: RedisKeys;
 
   constructor(
-    private readonly log: RedisEventLog,
+    private readonly eventLog: RedisEventLog,
     private readonly redis: Redis,
     readonly nodeId: string,
     options: ControlOptions = {},
   ) {
     this.timeoutMs = options.timeoutMs ?? 5000;
     this.maxLen = options.streamMaxLen ?? 10_000;
-    this.logFn = options.log ?? (() => {});
+    this.keys = eventLog.keys;
+    this.logger = options.logger ?? (() => {});
   }
 
-  streamKey(node: string): string {
-    return `${this.log.prefix}ctl:${node}`;
-  }
-  private replyChannel(node: string): string {
-    return `${this.log.prefix}reply:${node}`;
-  }
-
-  /** Subscribe to replies and start serving requests addressed to this node. */
-  async start(handler?: ControlHandler): Promise<void> {
-    if (handler) this.handler = handler;
-    const sub = this.log.duplicate(`ac-ctl-sub-${this.nodeId}`);
+  /**
+   * Subscribe to replies and start reading requests addressed to this node
+   * (answered with EUNAVAILABLE until setHandler is called).
+   */
+  async start(): Promise<void> {
+    const sub = this.eventLog.duplicate(`ac-ctl-sub-${this.nodeId}`);
     sub.on("message", (_ch: string, msg: string) => this.onReply(msg));
-    await sub.subscribe(this.replyChannel(this.nodeId));
+    await sub.subscribe(this.keys.replyChannel(this.nodeId));
     this.sub = sub;
     // Start after whatever is already in the stream: requests from before this
     // process started were addressed to a previous incarnation.
-    const last = await this.redis.xrevrange(this.streamKey(this.nodeId), "+", "-", "COUNT", 1);
+    const last = await this.redis.xrevrange(
+      this.keys.controlStream(this.nodeId),
+      "+",
+      "-",
+      "COUNT",
+      1,
+    );
     const startId = last[0]?.[0] ?? "0-0";
-    this.reader = this.log.duplicate(`ac-ctl-read-${this.nodeId}`);
+    this.reader = this.eventLog.duplicate(`ac-ctl-read-${this.nodeId}`);
     this.loop = this.readLoop(startId);
   }
 
@@ -119,7 +125,7 @@ export class ControlChannel {
       }, this.timeoutMs);
       this.pending.set(rid, { resolve, reject, timer });
       const args: (string | Buffer | number)[] = [
-        this.streamKey(node),
+        this.keys.controlStream(node),
         "MAXLEN",
         "~",
         this.maxLen,
@@ -175,7 +181,7 @@ export class ControlChannel {
 
   private async readLoop(startId: string): Promise<void> {
     let lastId = startId;
-    const key = this.streamKey(this.nodeId);
+    const key = this.keys.controlStream(this.nodeId);
     while (!this.closed) {
       let res: [Buffer, [Buffer, Buffer[]][]][] | null;
       try {
@@ -190,7 +196,7 @@ export class ControlChannel {
         )) as typeof res;
       } catch (err) {
         if (this.closed) return;
-        this.logFn("control.read_failed", { node: this.nodeId, error: (err as Error).message });
+        this.logger("control.read_failed", { node: this.nodeId, error: (err as Error).message });
         await new Promise((r) => setTimeout(r, 200));
         continue;
       }
@@ -257,9 +263,9 @@ export class ControlChannel {
 
   private async reply(to: string, body: Record<string, unknown>): Promise<void> {
     try {
-      await this.redis.publish(this.replyChannel(to), JSON.stringify(body));
+      await this.redis.publish(this.keys.replyChannel(to), JSON.stringify(body));
     } catch (err) {
-      this.logFn("control.reply_failed", { node: this.nodeId, to, error: (err as Error).message });
+      this.logger("control.reply_failed", { node: this.nodeId, to, error: (err as Error).message });
     }
   }
 

@@ -1,7 +1,8 @@
-// Node liveness for cluster mode: each node keeps a key `<p>node:<id>` alive
-// with a TTL, and every node runs a sweeper that closes the running
-// executions of nodes whose key has expired with an `exit` whose reason is
-// `lost`, so a client never waits forever on a dead node.
+// Node liveness for cluster mode: each node keeps its liveness key (keys.alive
+// in src/store/redis/keys.ts) alive with a TTL, and every node runs a sweeper
+// that closes the running executions of nodes whose key has expired with an
+// `exit` whose reason is `lost`, so a client never waits forever on a dead
+// node.
 //
 // Timing (defaults): the key lives `ttlMs` = 5 s and is refreshed every
 // `refreshMs` = 1.5 s; each node sweeps every `sweepMs` = 2 s (±25% jitter so
@@ -19,7 +20,8 @@
 
 import { hostname } from "node:os";
 import type { Redis } from "ioredis";
-import type { RedisEventLog } from "../store/redis-log.js";
+import type { RedisKeys } from "../store/redis/keys.js";
+import type { RedisEventLog } from "../store/redis/log.js";
 import { ComputerError } from "../wire/errors.js";
 
 export interface LivenessOptions {
@@ -31,8 +33,8 @@ export interface LivenessOptions {
   sweepMs?: number;
   /** Extra info stored in the key (e.g. the node's URL) for operators and `nodes()`. */
   info?: Record<string, unknown>;
-  /** Structured log sink; defaults to stderr. */
-  log?: (event: string, fields: Record<string, unknown>) => void;
+  /** Structured logger (node lapsed, executions closed as lost, ...); defaults to stderr. */
+  logger?: (event: string, fields: Record<string, unknown>) => void;
 }
 
 export interface NodeInfo {
@@ -69,7 +71,7 @@ if cur and string.find(cur, ARGV[1], 1, true) then return redis.call('DEL', KEYS
 return 0
 `;
 
-const defaultLog = (event: string, fields: Record<string, unknown>) => {
+const defaultLogger = (event: string, fields: Record<string, unknown>) => {
   process.stderr.write(`${JSON.stringify({ t: new Date().toISOString(), event, ...fields })}\n`);
 };
 
@@ -79,7 +81,8 @@ export class NodeLiveness {
   readonly sweepMs: number;
   private readonly startedAt = Date.now();
   private readonly token = `${process.pid}.${Date.now()}.${Math.random().toString(36).slice(2)}`;
-  private readonly logFn: (event: string, fields: Record<string, unknown>) => void;
+  private readonly logger: (event: string, fields: Record<string, unknown>) => void;
+  private readonly keys: RedisKeys;
   private refreshTimer?: ReturnType<typeof setInterval>;
   private sweepTimer?: ReturnType<typeof setTimeout>;
   private sweeping?: Promise<number>;
@@ -93,7 +96,7 @@ export class NodeLiveness {
    * still release its key after the Computer has closed the shared log.
    */
   constructor(
-    private readonly log: RedisEventLog,
+    private readonly eventLog: RedisEventLog,
     private readonly redis: Redis,
     readonly nodeId: string,
     options: LivenessOptions = {},
@@ -101,7 +104,8 @@ export class NodeLiveness {
     this.ttlMs = options.ttlMs ?? 5000;
     this.refreshMs = options.refreshMs ?? Math.max(50, Math.floor(this.ttlMs / 3));
     this.sweepMs = options.sweepMs ?? 2000;
-    this.logFn = options.log ?? defaultLog;
+    this.keys = eventLog.keys;
+    this.logger = options.logger ?? defaultLogger;
     this.info = { ...options.info };
   }
 
@@ -109,13 +113,6 @@ export class NodeLiveness {
   advertise(info: Record<string, unknown>): void {
     Object.assign(this.info, info);
     void this.refresh();
-  }
-
-  aliveKey(node: string): string {
-    return `${this.log.prefix}node:${node}`;
-  }
-  private get nodesKey(): string {
-    return `${this.log.prefix}nodes`;
   }
 
   private value(): string {
@@ -144,7 +141,7 @@ export class NodeLiveness {
     });
     const deadline = Date.now() + this.ttlMs + 1000;
     for (;;) {
-      const ok = await r.set(this.aliveKey(this.nodeId), this.value(), "PX", this.ttlMs, "NX");
+      const ok = await r.set(this.keys.alive(this.nodeId), this.value(), "PX", this.ttlMs, "NX");
       if (ok === "OK") break;
       if (Date.now() > deadline) {
         throw new ComputerError(
@@ -154,12 +151,12 @@ export class NodeLiveness {
       }
       await new Promise((res) => setTimeout(res, 200));
     }
-    await r.sadd(this.nodesKey, this.nodeId);
+    await r.sadd(this.keys.nodes, this.nodeId);
     // A previous process with this node id died with executions running: they
     // are not in this process, so they are lost.
-    for (const id of await this.log.runningOn(this.nodeId)) {
-      const seq = await this.log.closeLost(id, this.nodeId);
-      if (seq > 0) this.logFn("exec.lost", { id, node: this.nodeId, by: this.nodeId, seq });
+    for (const id of await this.eventLog.runningOn(this.nodeId)) {
+      const seq = await this.eventLog.closeLost(id, this.nodeId);
+      if (seq > 0) this.logger("exec.lost", { id, node: this.nodeId, by: this.nodeId, seq });
     }
     this.refreshTimer = setInterval(() => void this.refresh(), this.refreshMs);
     this.refreshTimer.unref?.();
@@ -173,26 +170,26 @@ export class NodeLiveness {
         await this.redis.eval(
           LUA_REFRESH,
           1,
-          this.aliveKey(this.nodeId),
+          this.keys.alive(this.nodeId),
           this.value(),
           this.ttlMs,
           this.token,
         ),
       );
       if (res === 0) {
-        this.logFn("node.lapsed", {
+        this.logger("node.lapsed", {
           node: this.nodeId,
           message:
             "liveness key had expired (process paused or Redis unreachable longer than the TTL); running executions may have been closed as lost by another node",
         });
       } else if (res === -1) {
-        this.logFn("node.conflict", {
+        this.logger("node.conflict", {
           node: this.nodeId,
           message: "another process holds this node id",
         });
       }
     } catch (err) {
-      this.logFn("node.refresh_failed", { node: this.nodeId, error: (err as Error).message });
+      this.logger("node.refresh_failed", { node: this.nodeId, error: (err as Error).message });
     }
   }
 
@@ -203,7 +200,7 @@ export class NodeLiveness {
       try {
         await this.sweep();
       } catch (err) {
-        this.logFn("node.sweep_failed", { node: this.nodeId, error: (err as Error).message });
+        this.logger("node.sweep_failed", { node: this.nodeId, error: (err as Error).message });
       }
       this.scheduleSweep();
     }, delay);
@@ -234,16 +231,16 @@ export class NodeLiveness {
 
   private async sweepOwnOrphans(): Promise<number> {
     if (!this.localRunning || this.stopped) return 0;
-    const recorded = await this.log.runningOn(this.nodeId);
+    const recorded = await this.eventLog.runningOn(this.nodeId);
     const local = new Set(this.localRunning());
     const orphans = new Set(recorded.filter((id) => !local.has(id)));
     let closed = 0;
     for (const id of orphans) {
       if (!this.suspects.has(id)) continue;
-      const seq = await this.log.closeLost(id, this.nodeId);
+      const seq = await this.eventLog.closeLost(id, this.nodeId);
       if (seq > 0) {
         closed++;
-        this.logFn("exec.lost", { id, node: this.nodeId, by: this.nodeId, seq, orphan: true });
+        this.logger("exec.lost", { id, node: this.nodeId, by: this.nodeId, seq, orphan: true });
       }
     }
     this.suspects = orphans;
@@ -259,29 +256,29 @@ export class NodeLiveness {
     // that are alive would otherwise be declared dead.
     // Checked after the reads: a sweep that started before an outage has its
     // commands queued and answered only after the reconnect.
-    const nodes = (await r.smembers(this.nodesKey)).filter((n) => n !== this.nodeId);
+    const nodes = (await r.smembers(this.keys.nodes)).filter((n) => n !== this.nodeId);
     if (nodes.length === 0) return own;
     const pipe = r.pipeline();
-    for (const n of nodes) pipe.exists(this.aliveKey(n));
+    for (const n of nodes) pipe.exists(this.keys.alive(n));
     const alive = ((await pipe.exec()) ?? []).map(([, v]) => Number(v) === 1);
     if (Date.now() - this.connectedAt < this.ttlMs + this.refreshMs) return own;
     let closed = own;
     for (let i = 0; i < nodes.length; i++) {
       if (alive[i] || this.stopped) continue;
       const node = nodes[i]!;
-      for (const id of await this.log.runningOn(node)) {
-        const seq = await this.log.closeLost(id, node);
+      for (const id of await this.eventLog.runningOn(node)) {
+        const seq = await this.eventLog.closeLost(id, node);
         if (seq > 0) {
           closed++;
-          this.logFn("exec.lost", { id, node, by: this.nodeId, seq });
+          this.logger("exec.lost", { id, node, by: this.nodeId, seq });
         }
       }
       await r.eval(
         LUA_FORGET,
         3,
-        this.aliveKey(node),
-        `${this.log.prefix}run:${node}`,
-        this.nodesKey,
+        this.keys.alive(node),
+        this.keys.running(node),
+        this.keys.nodes,
         node,
       );
     }
@@ -290,17 +287,17 @@ export class NodeLiveness {
 
   async isAlive(node: string): Promise<boolean> {
     if (node === this.nodeId) return !this.stopped;
-    return (await this.redis.exists(this.aliveKey(node))) === 1;
+    return (await this.redis.exists(this.keys.alive(node))) === 1;
   }
 
   /** Known nodes with liveness and running counts (for `ps`/dashboards/ops). */
   async nodes(): Promise<NodeInfo[]> {
     const r = this.redis;
-    const ids = (await r.smembers(this.nodesKey)).sort();
+    const ids = (await r.smembers(this.keys.nodes)).sort();
     const pipe = r.pipeline();
     for (const n of ids) {
-      pipe.get(this.aliveKey(n));
-      pipe.scard(`${this.log.prefix}run:${n}`);
+      pipe.get(this.keys.alive(n));
+      pipe.scard(this.keys.running(n));
     }
     const res = (await pipe.exec()) ?? [];
     return ids.map((id, i) => {
@@ -328,7 +325,7 @@ export class NodeLiveness {
     // Bounded: with Redis unreachable the command would wait for a reconnect;
     // the key expires on its own after one TTL anyway.
     await Promise.race([
-      this.redis.eval(LUA_RELEASE, 1, this.aliveKey(this.nodeId), this.token).catch(() => {}),
+      this.redis.eval(LUA_RELEASE, 1, this.keys.alive(this.nodeId), this.token).catch(() => {}),
       new Promise((r) => setTimeout(r, 1000)),
     ]);
   }

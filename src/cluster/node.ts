@@ -5,7 +5,7 @@
 // local Computer.
 //
 //   const cluster = await ClusterNode.start({ redis: "redis://…", nodeId: "a" });
-//   const computer = new Computer({ workspace, log: cluster.log, nodeId: "a", remote: cluster.remote });
+//   const computer = new Computer({ workspace, log: cluster.eventLog, nodeId: "a", remote: cluster.remote });
 //   cluster.serve(computer);
 //   …
 //   await computer.close(); await cluster.close();   // this order: see close()
@@ -15,8 +15,9 @@
 // few seconds later), `dispose` deletes it from the log, `write`/`end` fail
 // with ENETWORK naming the node.
 
-import type { Redis, RedisOptions } from "ioredis";
-import { RedisEventLog, type RedisEventLogOptions } from "../store/redis-log.js";
+import type { Redis } from "ioredis";
+import type { RedisSpec } from "../store/redis/connection.js";
+import { RedisEventLog, type RedisEventLogOptions } from "../store/redis/log.js";
 import type { ExecRecord } from "../store/types.js";
 import { ComputerError } from "../wire/errors.js";
 import { ControlChannel, type ControlHandler } from "./control.js";
@@ -41,30 +42,30 @@ export interface LocalComputer {
   ): Promise<{ write(chunk: Uint8Array | string): Promise<void>; end(): Promise<void> }>;
 }
 
-export interface ClusterNodeOptions extends Omit<LivenessOptions, "log"> {
+export interface ClusterNodeOptions extends LivenessOptions {
   /** This node's id (unique in the cluster; stable across restarts of the same machine is fine). */
   nodeId: string;
-  /** An existing log to share, or connection settings to open one. */
-  log?: RedisEventLog;
-  redis?: string | RedisOptions;
-  logOptions?: Omit<RedisEventLogOptions, "redis">;
+  /** An existing event log to share, or connection settings to open one. */
+  eventLog?: RedisEventLog;
+  redis?: RedisSpec;
+  eventLogOptions?: Omit<RedisEventLogOptions, "redis">;
   /** Caller's wait for a reply from the owning node (default 5000 ms). */
   controlTimeoutMs?: number;
   /** Give up starting when Redis cannot be reached for this long (default 10000 ms). */
   connectTimeoutMs?: number;
-  /** Structured log sink for cluster events (liveness, sweeps, control failures). */
-  logEvent?: (event: string, fields: Record<string, unknown>) => void;
+  /** Structured logger for cluster events (liveness, sweeps, control failures). */
+  logger?: (event: string, fields: Record<string, unknown>) => void;
 }
 
 const enc = new TextEncoder();
 
 export class ClusterNode {
   readonly nodeId: string;
-  readonly log: RedisEventLog;
+  readonly eventLog: RedisEventLog;
   readonly liveness: NodeLiveness;
   readonly control: ControlChannel;
   readonly remote: RemoteControl;
-  private readonly ownsLog: boolean;
+  private readonly ownsEventLog: boolean;
   private readonly redis: Redis;
   private closed = false;
 
@@ -76,18 +77,16 @@ export class ClusterNode {
       );
     }
     this.nodeId = options.nodeId;
-    this.ownsLog = !options.log;
-    this.log = options.log ?? new RedisEventLog({ ...options.logOptions, redis: options.redis });
+    this.ownsEventLog = !options.eventLog;
+    this.eventLog =
+      options.eventLog ?? new RedisEventLog({ ...options.eventLogOptions, redis: options.redis });
     // The cluster's own connection: liveness and control keep working while the
     // Computer closes the shared log during shutdown.
-    this.redis = this.log.duplicate(`ac-cluster-${this.nodeId}`);
-    this.liveness = new NodeLiveness(this.log, this.redis, this.nodeId, {
-      ...options,
-      log: options.logEvent,
-    });
-    this.control = new ControlChannel(this.log, this.redis, this.nodeId, {
+    this.redis = this.eventLog.duplicate(`ac-cluster-${this.nodeId}`);
+    this.liveness = new NodeLiveness(this.eventLog, this.redis, this.nodeId, options);
+    this.control = new ControlChannel(this.eventLog, this.redis, this.nodeId, {
       timeoutMs: options.controlTimeoutMs,
-      log: options.logEvent,
+      logger: options.logger,
     });
     this.remote = {
       kill: (rec, signal) => this.routeKill(rec, signal),
@@ -151,7 +150,7 @@ export class ClusterNode {
   private async routeKill(rec: ExecRecord, signal?: string): Promise<void> {
     if (rec.state !== "running") return;
     if (!(await this.ownerAlive(rec))) {
-      await this.log.closeLost(rec.id, rec.node);
+      await this.eventLog.closeLost(rec.id, rec.node);
       return;
     }
     await this.control.request(rec.node, "kill", rec.id, signal ? { signal } : {});
@@ -160,7 +159,7 @@ export class ClusterNode {
   private async routeDispose(rec: ExecRecord): Promise<void> {
     if (rec.state !== "running" || !(await this.ownerAlive(rec))) {
       // Nothing runs anywhere: deleting from the shared log is all there is.
-      await this.log.dispose(rec.id);
+      await this.eventLog.dispose(rec.id);
       return;
     }
     await this.control.request(rec.node, "dispose", rec.id);
@@ -181,7 +180,7 @@ export class ClusterNode {
   }
 
   /**
-   * Stop control and liveness, and close the log if this node opened it. Close
+   * Stop control and liveness, and close the event log if this node opened it. Close
    * the Computer first: it ends its executions (reason killed) while this node
    * still counts as alive, so no other node closes them as lost meanwhile.
    */
@@ -191,7 +190,7 @@ export class ClusterNode {
     await this.control.close();
     await this.liveness.stop();
     this.redis.disconnect();
-    if (this.ownsLog) await this.log.close();
+    if (this.ownsEventLog) await this.eventLog.close();
   }
 }
 

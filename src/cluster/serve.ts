@@ -1,29 +1,30 @@
 // What `agent-computer serve` needs to run as a cluster node, in one call, so
 // the CLI stays a thin layer: given `--log` / `--node-id` (or the env vars
-// AGENT_COMPUTER_LOG / AGENT_COMPUTER_NODE_ID) it returns the log, node id and
-// RemoteControl to build the Computer with, a hook to serve control requests
+// AGENT_COMPUTER_LOG / AGENT_COMPUTER_NODE_ID) it returns the event log, node
+// id and RemoteControl to build the Computer with, a hook to serve control requests
 // with that Computer, and a close() to call after the server has closed.
 // For "memory" / "sqlite:PATH" it is a pass-through with no cluster at all.
 
 import { hostname } from "node:os";
 import type { EventLogSpec } from "../store/open-log.js";
+import { isRedisUrl, parseRedisUrl } from "../store/redis/url.js";
 import { ClusterNode, type LocalComputer, type RemoteControl } from "./node.js";
 
 export interface ServeClusterOptions {
   /** `--log`: "memory", "sqlite:PATH" or "redis://HOST:PORT[/DB][?prefix=P]". */
-  log?: string;
+  eventLog?: string;
   /** `--node-id`; default: env AGENT_COMPUTER_NODE_ID, else the host name. */
   nodeId?: string;
   logMaxBytes?: number;
   retentionMs?: number;
   env?: NodeJS.ProcessEnv;
-  /** Structured log sink for cluster events (liveness, lost executions). */
-  logEvent?: (event: string, fields: Record<string, unknown>) => void;
+  /** Structured logger for cluster events (liveness, lost executions). */
+  logger?: (event: string, fields: Record<string, unknown>) => void;
 }
 
 export interface ServeCluster {
-  /** Pass to `new Computer({ log })`. */
-  log: EventLogSpec;
+  /** The event log to build the Computer with. */
+  eventLog: EventLogSpec;
   /** Pass to `new Computer({ nodeId })`. */
   nodeId: string;
   /** Pass to `new Computer({ remote })` (undefined on a single node). */
@@ -45,10 +46,10 @@ export function defaultNodeId(env: NodeJS.ProcessEnv = process.env): string {
 
 export async function openServeCluster(options: ServeClusterOptions = {}): Promise<ServeCluster> {
   const env = options.env ?? process.env;
-  const spec = options.log ?? env.AGENT_COMPUTER_LOG ?? "memory";
-  if (!/^rediss?:\/\//.test(spec)) {
+  const spec = options.eventLog ?? env.AGENT_COMPUTER_LOG ?? "memory";
+  if (!isRedisUrl(spec)) {
     return {
-      log: spec,
+      eventLog: spec,
       nodeId: options.nodeId ?? env.AGENT_COMPUTER_NODE_ID ?? "local",
       remote: undefined,
       cluster: undefined,
@@ -58,21 +59,19 @@ export async function openServeCluster(options: ServeClusterOptions = {}): Promi
     };
   }
   const nodeId = options.nodeId ?? defaultNodeId(env);
-  const u = new URL(spec);
-  const prefix = u.searchParams.get("prefix") ?? undefined;
-  u.searchParams.delete("prefix");
+  const { redis, prefix } = parseRedisUrl(spec);
   const cluster = await ClusterNode.start({
     nodeId,
-    redis: u.toString(),
-    logOptions: {
+    redis,
+    eventLogOptions: {
       ...(prefix !== undefined ? { prefix } : {}),
       ...(options.logMaxBytes !== undefined ? { logMaxBytes: options.logMaxBytes } : {}),
       ...(options.retentionMs !== undefined ? { retentionMs: options.retentionMs } : {}),
     },
-    ...(options.logEvent ? { logEvent: options.logEvent } : {}),
+    ...(options.logger ? { logger: options.logger } : {}),
   });
   return {
-    log: cluster.log,
+    eventLog: cluster.eventLog,
     nodeId,
     remote: cluster.remote,
     cluster,

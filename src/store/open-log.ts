@@ -7,6 +7,7 @@
 import { ComputerError } from "../wire/errors.js";
 import type { EventLogOptions } from "./common.js";
 import { MemoryEventLog } from "./memory-log.js";
+import { isRedisUrl, parseRedisUrl } from "./redis/url.js";
 import type { EventLog } from "./types.js";
 
 export type EventLogSpec = "memory" | `sqlite:${string}` | { sqlite: string } | EventLog | string;
@@ -32,13 +33,10 @@ export async function openEventLog(
   else if (typeof spec === "object" && spec !== null && typeof spec.sqlite === "string") {
     sqlitePath = spec.sqlite;
   }
-  if (typeof spec === "string" && /^rediss?:\/\//.test(spec)) {
-    // Shared log for cluster mode (H6). `?prefix=NAME` picks the key prefix.
-    const { RedisEventLog } = await import("./redis-log.js");
-    const u = new URL(spec);
-    const prefix = u.searchParams.get("prefix") ?? undefined;
-    u.searchParams.delete("prefix");
-    return new RedisEventLog({ ...options, redis: u.toString(), prefix });
+  if (typeof spec === "string" && isRedisUrl(spec)) {
+    // The log shared by the nodes of a cluster (docs/operations.md).
+    const { RedisEventLog } = await import("./redis/log.js");
+    return new RedisEventLog({ ...options, ...parseRedisUrl(spec) });
   }
   if (sqlitePath !== undefined) {
     if (sqlitePath === "") throw new ComputerError("EINVAL", "sqlite log needs a file path");

@@ -35,14 +35,14 @@ export async function startNode(
   const cluster = await ClusterNode.start({
     nodeId: id,
     redis: redisUrl,
-    logOptions: { prefix, logMaxBytes: options.logMaxBytes },
+    eventLogOptions: { prefix, logMaxBytes: options.logMaxBytes },
     ttlMs: options.ttlMs ?? 3000,
     sweepMs: options.sweepMs ?? 500,
-    logEvent: () => {},
+    logger: () => {},
   });
   const computer = new Computer({
     workspace,
-    log: cluster.log,
+    log: cluster.eventLog,
     nodeId: id,
     remote: cluster.remote,
     logMaxBytes: options.logMaxBytes,

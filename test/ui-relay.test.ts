@@ -203,6 +203,29 @@ describe.each(["sse", "websocket", "poll"] as const)("over %s", (transport) => {
 });
 
 describe("relay HTTP", () => {
+  it("cuts an SSE page whose replay alone overflows its buffer bound, and forgets its subscription", async () => {
+    const router = new Router({ auth: new Auth({ token: TOKEN }) });
+    const r = registerUiRoutes(router, { limits: { maxSubscriberBuffer: 1024 } });
+    const s = createServer(router.handle);
+    await new Promise<void>((done) => s.listen(0, "127.0.0.1", done));
+    try {
+      const big = "x".repeat(64 * 1024);
+      for (let i = 0; i < 100; i++)
+        r.publish("big", { type: "render", component: "Label", params: { text: big } });
+      const port = (s.address() as AddressInfo).port;
+      const res = await fetch(`http://127.0.0.1:${port}/v1/ui/big/stream`, {
+        headers: { authorization: `Bearer ${TOKEN}` },
+      });
+      expect(res.status).toBe(200);
+      await expect(res.text()).rejects.toThrow(); // cut, not ended
+      expect(r.channel("big").subscriberCount).toBe(0);
+    } finally {
+      r.close();
+      s.closeAllConnections();
+      await new Promise((done) => s.close(done));
+    }
+  });
+
   it("answers 400 with the reason for an invalid command and 401 without token", async () => {
     const r = await fetch(`${base}/v1/ui/x/commands`, {
       method: "POST",

@@ -23,7 +23,7 @@ function replayOrNothing(ch: UiChannel, after: number): RelayEntry[] {
   }
 }
 
-/** Answers one poll; throws ELOG_TRUNCATED (410) for a position the channel cannot serve. */
+/** Answers one poll; throws ELOG_TRUNCATED (410) for an `after` the channel cannot serve. */
 export async function servePoll(
   ch: UiChannel,
   req: IncomingMessage,

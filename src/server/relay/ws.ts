@@ -7,7 +7,7 @@
 // socket. A resume the channel cannot serve closes the socket with 4410.
 //
 // A slow page never holds up publishers: past `maxSubscriberBuffer` buffered
-// bytes it is terminated and resumes by cursor. Dead peers are found by the
+// bytes it is terminated and resumes from its last seq. Dead peers are found by the
 // same ping/pong keepalive as the exec WebSocket (keepalive.ts).
 
 import type { IncomingMessage } from "node:http";
@@ -84,7 +84,7 @@ function session(
     ws.send(
       envelope ? JSON.stringify({ cursor: e.seq, command: e.command }) : JSON.stringify(e.command),
     );
-    if (ws.bufferedAmount > options.maxSubscriberBuffer) ws.terminate(); // too slow: it resumes by cursor
+    if (ws.bufferedAmount > options.maxSubscriberBuffer) ws.terminate(); // too slow: it resumes from its last seq
   };
   const start = (from: number) => {
     sub?.unsubscribe();

@@ -1,5 +1,6 @@
-// The A@UI relay through real sockets: validation, compaction and bounds,
-// each transport feeding a real runtime (in a happy-dom Window), reconnects
+// The A@UI relay through real sockets (the channel's own rules, compaction
+// and bounds, are tested beside it in src/server/relay/channel.test.ts): each
+// transport feeding a real runtime (in a happy-dom Window), reconnects
 // that neither repeat nor skip, late pages seeing the same state, UI events
 // back to the agent (resumable), and auth.
 import { createServer, type Server } from "node:http";
@@ -12,8 +13,9 @@ import { type AAtUIComponent, createAAtUIRuntime, relayWidgetId } from "../src/a
 import type { Manifest, UiEvent } from "../src/aui/types.js";
 import { UiClient } from "../src/client/ui.js";
 import { Auth } from "../src/server/auth.js";
+import type { UiRelay } from "../src/server/relay/registry.js";
+import { registerUiRoutes } from "../src/server/relay/routes.js";
 import { Router } from "../src/server/router.js";
-import { registerUiRoutes, UiChannel, UiRelay } from "../src/server/ui-relay.js";
 
 const TOKEN = "t0ken-for-tests";
 let server: Server;
@@ -124,53 +126,6 @@ async function until(cond: () => boolean, what: string, ms = 10_000) {
   }
 }
 
-describe("UiChannel (compaction and bounds)", () => {
-  const limits = new UiRelay().limits;
-
-  it("rejects invalid commands with the reason", () => {
-    const ch = new UiChannel("c", limits);
-    expect(() => ch.publish({ type: "render" })).toThrow(/invalid command/);
-    expect(() =>
-      ch.publish({ type: "update", widgetId: "w1", params: { a: 1 }, component: "X" }),
-    ).toThrow(/EINVAL|component/);
-  });
-
-  it("replays the current state: updates merged at the newest cursor, destroyed widgets reduced to a tombstone", () => {
-    const ch = new UiChannel("c", limits);
-    const a = ch.publish({ type: "render", component: "Label", params: { text: "a", n: 1 } });
-    const b = ch.publish({ type: "render", component: "Label", params: { text: "b" } });
-    expect(a).toEqual({ cursor: 1, widgetId: "w1" });
-    ch.publish({ type: "update", widgetId: "w1", params: { text: "a2" } });
-    ch.publish({ type: "update", widgetId: b.widgetId!, params: { text: "b2" } });
-    ch.publish({ type: "update", widgetId: "w1", params: { n: 2 } });
-    ch.publish({ type: "destroy", widgetId: "w2" });
-    expect(ch.replay(0)).toEqual([
-      { cursor: 1, command: { type: "render", component: "Label", params: { text: "a", n: 1 } } },
-      { cursor: 5, command: { type: "update", widgetId: "w1", params: { text: "a2", n: 2 } } },
-      { cursor: 6, command: { type: "destroy", widgetId: "w2" } },
-    ]);
-    expect(ch.replay(5)).toEqual([{ cursor: 6, command: { type: "destroy", widgetId: "w2" } }]);
-    expect(() => ch.replay(99)).toThrow(/ahead/);
-  });
-
-  it("drops tombstones first when full, raising the floor (410 below it), and refuses renders when only live widgets remain", () => {
-    const ch = new UiChannel("c", { ...limits, maxRetained: 3 });
-    ch.publish({ type: "render", component: "Label" }); // 1
-    ch.publish({ type: "destroy", widgetId: "w1" }); // 2 tombstone
-    ch.publish({ type: "render", component: "Label" }); // 3
-    ch.publish({ type: "render", component: "Label" }); // 4
-    ch.publish({ type: "render", component: "Label" }); // 5 -> tombstone 2 dropped
-    expect(ch.floor).toBe(2);
-    expect(() => ch.replay(1)).toThrow(expect.objectContaining({ code: "ELOG_TRUNCATED" }));
-    expect(ch.replay(2).map((e) => e.cursor)).toEqual([3, 4, 5]);
-    expect(() => ch.publish({ type: "render", component: "Label" })).toThrow(
-      expect.objectContaining({ code: "ELIMIT" }),
-    );
-    // updates to live widgets still fit (merged in place)
-    ch.publish({ type: "update", widgetId: "w3", params: { text: "x" } });
-  });
-});
-
 describe.each(["sse", "websocket", "poll"] as const)("over %s", (transport) => {
   it("render/update/destroy reach the DOM; a later page shows the same state; events flow back", async () => {
     const channel = `flow-${transport}`;
@@ -248,6 +203,29 @@ describe.each(["sse", "websocket", "poll"] as const)("over %s", (transport) => {
 });
 
 describe("relay HTTP", () => {
+  it("cuts an SSE page whose replay alone overflows its buffer bound, and forgets its subscription", async () => {
+    const router = new Router({ auth: new Auth({ token: TOKEN }) });
+    const r = registerUiRoutes(router, { limits: { maxSubscriberBuffer: 1024 } });
+    const s = createServer(router.handle);
+    await new Promise<void>((done) => s.listen(0, "127.0.0.1", done));
+    try {
+      const big = "x".repeat(64 * 1024);
+      for (let i = 0; i < 100; i++)
+        r.publish("big", { type: "render", component: "Label", params: { text: big } });
+      const port = (s.address() as AddressInfo).port;
+      const res = await fetch(`http://127.0.0.1:${port}/v1/ui/big/stream`, {
+        headers: { authorization: `Bearer ${TOKEN}` },
+      });
+      expect(res.status).toBe(200);
+      await expect(res.text()).rejects.toThrow(); // cut, not ended
+      expect(r.channel("big").subscriberCount).toBe(0);
+    } finally {
+      r.close();
+      s.closeAllConnections();
+      await new Promise((done) => s.close(done));
+    }
+  });
+
   it("answers 400 with the reason for an invalid command and 401 without token", async () => {
     const r = await fetch(`${base}/v1/ui/x/commands`, {
       method: "POST",

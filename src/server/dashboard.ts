@@ -31,15 +31,16 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { ComputerApi, ExecRecord } from "../runtime/types.js";
 import { HttpError } from "./http-errors.js";
+import type { LoggedUiEvent } from "./relay/channel.js";
+import type { UiRelay } from "./relay/registry.js";
 import type { Router } from "./router.js";
-import { type LoggedUiEvent, registerUiRoutes, relayOf, type UiRelay } from "./ui-relay.js";
 
 export const DASHBOARD_CHANNEL = "dashboard";
 
 export interface DashboardDeps {
   computer: ComputerApi;
-  /** The relay to publish on (default: the one registerUiRoutes mounted on this router). */
-  relay?: UiRelay;
+  /** The server's relay (the one registerUiRoutes mounted on this router) to publish on. */
+  relay: UiRelay;
   /** Terminals shown for the newest executions (default 12). */
   maxTerminals?: number;
   /** Rows in the execution table (default 200). */
@@ -344,8 +345,7 @@ function page(message: string | null): string {
 
 /** Mounts `/` and `/assets/*` and starts the driver. */
 export function registerDashboard(router: Router, deps: DashboardDeps): Dashboard {
-  const relay = deps.relay ?? relayOf(router) ?? registerUiRoutes(router);
-  const driver = new DashboardDriver(deps.computer, relay, {
+  const driver = new DashboardDriver(deps.computer, deps.relay, {
     maxTerminals: deps.maxTerminals ?? 12,
     maxRows: deps.maxRows ?? 200,
     sweepMs: deps.sweepMs ?? 1000,

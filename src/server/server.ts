@@ -19,8 +19,8 @@ import { registerExecRoutes } from "./exec-routes.js";
 import { registerFilesRoutes } from "./files-routes.js";
 import { sendJson } from "./http-errors.js";
 import { createMetrics, type ServerMetrics } from "./metrics.js";
+import { registerUiRoutes } from "./relay/routes.js";
 import { Router } from "./router.js";
-import { registerUiRoutes } from "./ui-relay.js";
 import { registerWebSocket } from "./ws.js";
 
 /** Hooks the runtime calls per execution (structured logs, metrics). */

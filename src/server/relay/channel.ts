@@ -1,0 +1,379 @@
+// One A@UI relay channel: the commands agents publish (validated, numbered,
+// retained and compacted), the pages following them, and the UI events pages
+// send back. Pure domain logic: no HTTP, no sockets. The transports
+// (sse.ts, ws.ts, poll.ts) and the routes only translate to and from it.
+//
+// Shape decisions (docs/ui.md, "The relay", has the user-facing rules):
+// - Every command gets a seq (1, 2, 3, …). It is the SSE `id:`, the poll
+//   cursor and the WebSocket position, so every transport resumes the same
+//   way: "give me what comes after seq N".
+// - Retained state is compacted so a page opened later replays the channel's
+//   current state, not its history: updates to a widget are folded into one
+//   update at the newest seq (shallow merge is associative, so the state a
+//   page reaches is identical), and a destroy removes the widget's render and
+//   update, leaving only the small destroy itself (a "tombstone", which a page
+//   that never saw the widget treats as a no-op). Widgets are matched by the
+//   id a relay page mints, `w<render seq>` (the runtime's `relayWidgetId`),
+//   which publish returns at once.
+// - The last commands are also kept exactly (uncompacted), so a page that
+//   reconnects after a short drop gets precisely the commands it missed.
+// - Bounded: when the retained log is full, tombstones and commands for ids
+//   the relay did not mint are dropped oldest first and the channel's `floor`
+//   rises; a resume from below the floor is ELOG_TRUNCATED and the page
+//   starts over from a snapshot (after=0). If only live widgets remain, a new
+//   render is refused with ELIMIT, never silently lost.
+
+import type { Command, UiEvent } from "../../aui/types.js";
+import { validateCommand, validateUiEvent } from "../../aui/validate.js";
+import { ComputerError } from "../../wire/errors.js";
+
+/** A channel's bounds. */
+export interface ChannelLimits {
+  /** Retained (compacted) commands. */
+  maxRetained: number;
+  /** Retained command bytes (as JSON). */
+  maxRetainedBytes: number;
+  /** Exact recent commands kept for resumes. */
+  maxRecent: number;
+  /** Bytes of exact recent commands. */
+  maxRecentBytes: number;
+  /** UI events kept (oldest dropped). */
+  maxEvents: number;
+}
+
+export const DEFAULT_CHANNEL_LIMITS: ChannelLimits = {
+  maxRetained: 10_000,
+  maxRetainedBytes: 32 * 1024 * 1024,
+  maxRecent: 1000,
+  maxRecentBytes: 4 * 1024 * 1024,
+  maxEvents: 10_000,
+};
+
+/** One retained or live command with its seq. */
+export interface RelayEntry {
+  seq: number;
+  command: Command;
+}
+
+/** A UI event as logged, with its seq in the channel's event log. */
+export type LoggedUiEvent = UiEvent & { seq: number };
+
+/** How a channel ends: "done" (the channel is over: [DONE]) or "cut" (the server is going away: pages reconnect). */
+export type EndMode = "done" | "cut";
+
+/** A follower: every new entry, then at most one end. */
+export type Subscriber = (entry: RelayEntry | EndMode) => void;
+
+export interface Subscription {
+  /** What the follower missed, sent before anything live. */
+  replay: RelayEntry[];
+  unsubscribe(): void;
+}
+
+/** What publish answers: the command's seq, and the widget id a relay page mints for a render. */
+export interface Published {
+  seq: number;
+  widgetId?: string;
+}
+
+/** Size of a command as the bounds count it. */
+function sizeOf(command: Command): number {
+  return JSON.stringify(command).length;
+}
+
+export class UiChannel {
+  readonly name: string;
+  /** Last seq handed out. */
+  lastSeq = 0;
+  /** Resumes with 0 < after < floor cannot be served exactly (something was dropped). */
+  floor = 0;
+  closed = false;
+  /** How the channel ended (set with `closed`). */
+  endMode: EndMode = "done";
+  /** The exact recent commands (uncompacted), oldest first. */
+  private readonly recent: RelayEntry[] = [];
+  private recentBytes = 0;
+  /** The compacted state, by seq (insertion order is seq order). */
+  private readonly retained = new Map<
+    number,
+    { command: Command; bytes: number; droppable: boolean }
+  >();
+  private retainedBytes = 0;
+  /** relay-minted widget id -> seqs of its render and merged update */
+  private readonly widgets = new Map<string, { render: number; update?: number }>();
+  private readonly subscribers = new Set<Subscriber>();
+  private readonly events: LoggedUiEvent[] = [];
+  private eventsLastSeq = 0;
+  private readonly eventWaiters = new Set<() => void>();
+  private readonly eventListeners = new Set<(ev: LoggedUiEvent) => void>();
+
+  constructor(
+    name: string,
+    private readonly limits: ChannelLimits,
+  ) {
+    this.name = name;
+  }
+
+  /** Validates, retains and fans out one command. Throws EINVAL / ELIMIT / ECLOSED. */
+  publish(input: unknown): Published {
+    if (this.closed) {
+      // 410 rather than ECLOSED's usual 409: the channel is gone for good.
+      throw new ComputerError("ECLOSED", `channel "${this.name}" is closed`, { status: 410 });
+    }
+    const checked = validateCommand(input);
+    if (!checked.ok) throw new ComputerError("EINVAL", `invalid command: ${checked.reason}`);
+    const command = checked.command;
+    const bytes = sizeOf(command);
+    if (command.type === "render" && !this.makeRoom(bytes)) {
+      throw new ComputerError("ELIMIT", `channel "${this.name}" retains too many widgets`);
+    }
+    const seq = ++this.lastSeq;
+    let widgetId: string | undefined;
+    let retainedCommand: Command = command;
+    let droppable = false;
+    if (command.type === "render") {
+      widgetId = `w${seq}`;
+      this.widgets.set(widgetId, { render: seq });
+    } else {
+      const w = this.widgets.get(command.widgetId);
+      if (!w) {
+        droppable = true; // an id minted elsewhere: keep for resumes, drop first when full
+      } else if (command.type === "update") {
+        if (w.update !== undefined) {
+          const prev = this.retained.get(w.update)!;
+          const merged = {
+            ...(prev.command as { params: Record<string, unknown> }).params,
+            ...command.params,
+          };
+          retainedCommand = {
+            type: "update",
+            widgetId: command.widgetId,
+            params: merged,
+          } as Command;
+          this.drop(w.update);
+        }
+        w.update = seq;
+      } else {
+        this.drop(w.render);
+        if (w.update !== undefined) this.drop(w.update);
+        this.widgets.delete(command.widgetId);
+        droppable = true;
+      }
+    }
+    this.retain(seq, retainedCommand, droppable);
+    this.makeRoom(0);
+    const entry = { seq, command };
+    this.recent.push(entry);
+    this.recentBytes += bytes;
+    this.trimRecent();
+    for (const s of this.subscribers) s(entry);
+    return widgetId === undefined ? { seq } : { seq, widgetId };
+  }
+
+  /**
+   * A batch: every command is validated before any is applied, so an invalid
+   * one (EINVAL naming its index) leaves the channel untouched.
+   */
+  publishAll(inputs: readonly unknown[]): Published[] {
+    for (const [i, c] of inputs.entries()) {
+      const r = validateCommand(c);
+      if (!r.ok) throw new ComputerError("EINVAL", `invalid command at index ${i}: ${r.reason}`);
+    }
+    return inputs.map((c) => this.publish(c));
+  }
+
+  /**
+   * Trims the exact recent window in batches (down to the bound once it is
+   * exceeded by a quarter): dropping one entry per publish from the front of
+   * a 1,000-entry array was the relay's hottest line.
+   */
+  private trimRecent(): void {
+    const { maxRecent, maxRecentBytes } = this.limits;
+    if (this.recent.length <= maxRecent + (maxRecent >> 2) && this.recentBytes <= maxRecentBytes)
+      return;
+    let drop = Math.max(0, this.recent.length - maxRecent);
+    for (let i = 0; i < drop; i++) this.recentBytes -= sizeOf(this.recent[i]!.command);
+    while (this.recent.length - drop > 1 && this.recentBytes > maxRecentBytes) {
+      this.recentBytes -= sizeOf(this.recent[drop]!.command);
+      drop++;
+    }
+    if (drop > 0) this.recent.splice(0, drop);
+  }
+
+  private retain(seq: number, command: Command, droppable: boolean): void {
+    const bytes = sizeOf(command);
+    this.retained.set(seq, { command, bytes, droppable });
+    this.retainedBytes += bytes;
+  }
+
+  private drop(seq: number): void {
+    const r = this.retained.get(seq);
+    if (!r) return;
+    this.retained.delete(seq);
+    this.retainedBytes -= r.bytes;
+  }
+
+  /** Drops droppable entries oldest first until `extra` more bytes and one more entry fit. */
+  private makeRoom(extra: number): boolean {
+    const fits = () =>
+      this.retained.size + (extra > 0 ? 1 : 0) <= this.limits.maxRetained &&
+      this.retainedBytes + extra <= this.limits.maxRetainedBytes;
+    if (fits()) return true;
+    for (const [seq, r] of this.retained) {
+      if (!r.droppable) continue;
+      this.drop(seq);
+      this.floor = Math.max(this.floor, seq);
+      if (fits()) return true;
+    }
+    return fits();
+  }
+
+  /**
+   * What a page at `after` needs. after=0 (a new page): the compacted current
+   * state. A resume inside the recent window: exactly the commands it missed.
+   * An older resume: the compacted entries past it (same resulting state).
+   * Throws ELOG_TRUNCATED when after is below the floor or beyond the last seq.
+   */
+  replay(after: number): RelayEntry[] {
+    if (after > this.lastSeq) {
+      // A seq from the future: the channel was recreated (server restart, memory relay).
+      throw new ComputerError(
+        "ELOG_TRUNCATED",
+        `cursor ${after} is ahead of channel "${this.name}" (head ${this.lastSeq}); it was restarted: start over with after=0`,
+        { earliestSeq: 0 },
+      );
+    }
+    if (after > 0 && after < this.floor) {
+      throw new ComputerError(
+        "ELOG_TRUNCATED",
+        `cursor ${after} is older than what channel "${this.name}" retains; start over with after=0`,
+        { earliestSeq: this.floor },
+      );
+    }
+    const firstRecent = this.recent[0]?.seq ?? this.lastSeq + 1;
+    if (after > 0 && after >= firstRecent - 1) {
+      let i = this.recent.length;
+      while (i > 0 && this.recent[i - 1]!.seq > after) i--;
+      return this.recent.slice(i);
+    }
+    const out: RelayEntry[] = [];
+    for (const [seq, r] of this.retained) if (seq > after) out.push({ seq, command: r.command });
+    return out;
+  }
+
+  /** Replay then follow, atomically (nothing published in between is lost). */
+  subscribe(after: number, fn: Subscriber): Subscription {
+    const replay = this.replay(after);
+    this.subscribers.add(fn);
+    return { replay, unsubscribe: () => this.subscribers.delete(fn) };
+  }
+
+  get subscriberCount(): number {
+    return this.subscribers.size;
+  }
+
+  /**
+   * Ends every subscription and refuses further commands: with [DONE] (the
+   * channel is over), or, for a server shutdown, by cutting the connections
+   * so pages keep reconnecting and pick up whatever the next server has.
+   */
+  close(mode: EndMode = "done"): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.endMode = mode;
+    for (const s of this.subscribers) s(mode);
+    this.subscribers.clear();
+    for (const w of this.eventWaiters) w();
+  }
+
+  // ---- UI events (UI -> agent) ----
+
+  /** Validates and logs one UI event, then tells in-process listeners and waiting readers. */
+  postEvent(input: unknown): LoggedUiEvent {
+    const ev = checkUiEvent(input);
+    const logged = { ...ev, seq: ++this.eventsLastSeq } as LoggedUiEvent;
+    this.events.push(logged);
+    if (this.events.length > this.limits.maxEvents)
+      this.events.splice(0, this.events.length - this.limits.maxEvents);
+    for (const l of this.eventListeners) {
+      try {
+        l(logged);
+      } catch (err) {
+        console.error(
+          JSON.stringify({
+            msg: "ui event listener failed",
+            channel: this.name,
+            error: String(err),
+          }),
+        );
+      }
+    }
+    for (const w of this.eventWaiters) w();
+    this.eventWaiters.clear();
+    return logged;
+  }
+
+  /** Seq of the last UI event logged (0 before any). */
+  get lastEventSeq(): number {
+    return this.eventsLastSeq;
+  }
+
+  /** Events with seq > after. Throws ELOG_TRUNCATED when some were dropped. */
+  readEvents(after: number, limit = 1000): LoggedUiEvent[] {
+    if (after > this.eventsLastSeq) {
+      throw new ComputerError(
+        "ELOG_TRUNCATED",
+        `event cursor ${after} is ahead of channel "${this.name}" (${this.eventsLastSeq}); it was restarted`,
+        { earliestSeq: 0 },
+      );
+    }
+    const first = this.events[0]?.seq ?? this.eventsLastSeq + 1;
+    if (after + 1 < first) {
+      throw new ComputerError("ELOG_TRUNCATED", `UI events after ${after} were dropped`, {
+        earliestSeq: first,
+      });
+    }
+    const start = Math.max(0, this.events.length - (this.eventsLastSeq - after));
+    return this.events.slice(start, start + limit);
+  }
+
+  /** Resolves when an event with seq > after exists, the channel closes, the wait ends or the signal aborts. */
+  waitForEvents(after: number, ms: number, signal?: AbortSignal): Promise<void> {
+    if (this.eventsLastSeq > after || this.closed || ms <= 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.eventWaiters.delete(done);
+        signal?.removeEventListener("abort", done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.eventWaiters.add(done);
+      signal?.addEventListener("abort", done, { once: true });
+    });
+  }
+
+  /** In-process listener (the dashboard driver). Returns an unsubscribe function. */
+  onEvent(fn: (ev: LoggedUiEvent) => void): () => void {
+    this.eventListeners.add(fn);
+    return () => this.eventListeners.delete(fn);
+  }
+}
+
+/** UI events are untrusted page input: the protocol's validator, plus no unknown fields. */
+function checkUiEvent(input: unknown): UiEvent {
+  const r = validateUiEvent(input);
+  if (!r.ok) throw new ComputerError("EINVAL", `invalid UI event: ${r.reason}`);
+  for (const k of Object.keys(r.event)) {
+    if (k !== "type" && k !== "widgetId" && k !== "payload" && k !== "timestamp") {
+      throw new ComputerError("EINVAL", `invalid UI event: unknown field "${k}"`);
+    }
+  }
+  const ev: UiEvent = {
+    type: r.event.type,
+    widgetId: r.event.widgetId,
+    timestamp: r.event.timestamp,
+  };
+  if (r.event.payload !== undefined) ev.payload = r.event.payload;
+  return ev;
+}

@@ -1,0 +1,6 @@
+// Public entry of `agent-computer/host`: run a whole node (server, computer,
+// event log, cluster membership) from your own process with one call — the
+// same composition `agent-computer serve` runs.
+
+export * from "./defaults.js";
+export { type NodeOptions, type RunningNode, startNode } from "./start-node.js";

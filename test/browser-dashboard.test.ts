@@ -2,7 +2,8 @@
 // driven by playwright-core, against a real server and real processes.
 // One browser for the whole file (launching one costs seconds on 2 cores).
 // Skips loudly when /usr/bin/chromium is missing (`apt-get install chromium`;
-// .ci/run installs it).
+// .ci/run installs it). The page's code is the built one
+// (dist/dashboard-assets/), rebuilt here when stale.
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -11,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { UiClient } from "../src/client/ui.js";
 import type { ComputerServer } from "../src/server/server.js";
 import { CHROMIUM, CHROMIUM_ARGS, haveChromium } from "./support/chromium.js";
+import { ensureDashboardBuilt } from "./support/dist.js";
 import { type Harness, startServer } from "./support/server-harness.js";
 
 const haveChromiumHere = haveChromium("browser tests");
@@ -48,6 +50,7 @@ function alive(pid: number): boolean {
 
 describe.skipIf(!haveChromiumHere)("dashboard in Chromium", () => {
   beforeAll(async () => {
+    ensureDashboardBuilt();
     profile = mkdtempSync(join(tmpdir(), "ac-chromium-"));
     harness = await startServer();
     ({ server, url: base, token } = harness);
@@ -57,7 +60,7 @@ describe.skipIf(!haveChromiumHere)("dashboard in Chromium", () => {
       args: CHROMIUM_ARGS,
       viewport: { width: 1280, height: 860 },
     });
-  });
+  }, 120_000);
 
   afterAll(async () => {
     await context?.close();

@@ -1,5 +1,10 @@
-// The dashboard page's code (runs in the browser, served as an ES module by
-// dashboard.ts). It owns no state of its own: it is an A@UI runtime with four
+// The dashboard page's code (runs in the browser). Built by `npm run build`
+// with the DOM-only tsconfig.dashboard.json (no Node types, so a `node:`
+// import or a Node global does not compile) into dist/dashboard-assets/,
+// together with the aui/ and wire/ modules it imports, and served from there
+// as ES modules by src/server/dashboard-assets.ts.
+//
+// It owns no state of its own: it is an A@UI runtime with three
 // whitelisted components, fed by the server over the `dashboard` relay
 // channel. Everything shown comes from render/update/destroy commands; every
 // action (run, kill) goes back as a UI event the server acts on.

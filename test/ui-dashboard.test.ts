@@ -1,10 +1,13 @@
 // The dashboard's server side without a browser: the token handshake on `/`,
-// the asset routes (confined to a whitelist), and the driver that publishes
-// the computer's state to the `dashboard` channel and turns UI events into
-// kills and execs. The browser suite covers the page itself.
+// the asset routes (the built page files only, with their caching headers),
+// and the driver that publishes the computer's state to the `dashboard`
+// channel and turns UI events into kills and execs. The browser suite covers
+// the page itself. The page's code is served from dist/dashboard-assets/
+// even when the server runs from source, so the suite builds it when stale.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { UiClient } from "../src/client/ui.js";
 import type { ComputerServer } from "../src/server/server.js";
+import { ensureDashboardBuilt } from "./support/dist.js";
 import { type Harness, startServer } from "./support/server-harness.js";
 
 let harness: Harness;
@@ -13,11 +16,12 @@ let base: string;
 let token: string;
 
 beforeAll(async () => {
+  ensureDashboardBuilt();
   harness = await startServer();
   ({ server, url: base, token } = harness);
-});
+}, 120_000);
 
-afterAll(() => harness.close());
+afterAll(() => harness?.close());
 
 interface State {
   component: string;
@@ -85,7 +89,7 @@ describe("dashboard routes", () => {
     for (const path of [
       "/assets/xterm.js",
       "/assets/xterm.css",
-      "/assets/dashboard.css",
+      "/assets/lib/server/dashboard/app.css",
       "/assets/lib/aui/runtime.js",
       "/assets/lib/aui/connect.js",
       "/assets/lib/wire/sse.js",
@@ -93,20 +97,38 @@ describe("dashboard routes", () => {
     ]) {
       const r = await fetch(`${base}${path}`);
       expect(r.status, path).toBe(200);
+      expect(r.headers.get("content-type"), path).toMatch(
+        path.endsWith(".css") ? /^text\/css/ : /^text\/javascript/,
+      );
       const text = await r.text();
       expect(text.length, path).toBeGreaterThan(100);
-      if (path.includes("/lib/")) expect(text, path).not.toMatch(/^\s*import type|: string\)/m); // plain JS
+      if (path.endsWith(".js")) expect(text, path).not.toMatch(/^\s*import type|: string\)/m); // plain JS
     }
     for (const path of [
       "/assets/lib/server/server.js",
+      "/assets/lib/server/dashboard.js",
       "/assets/lib/aui/../server/auth.js",
       "/assets/lib/%2e%2e/package.json",
+      "/assets/lib/%2e%2e/server/server.js",
       "/assets/package.json",
       "/assets/lib/runtime/computer.js",
+      "/assets/lib/server/dashboard/app.ts",
     ]) {
       const r = await fetch(`${base}${path}`);
       expect(r.status, path).toBe(404);
     }
+  });
+
+  it("lets a browser keep the page's modules and revalidate them", async () => {
+    const first = await fetch(`${base}/assets/lib/server/dashboard/app.js`);
+    expect(first.headers.get("cache-control")).toBe("no-cache");
+    const etag = first.headers.get("etag")!;
+    expect(etag).toBeTruthy();
+    const again = await fetch(`${base}/assets/lib/server/dashboard/app.js`, {
+      headers: { "if-none-match": etag },
+    });
+    expect(again.status).toBe(304);
+    expect(await again.text()).toBe("");
   });
 });
 

@@ -1,5 +1,12 @@
-// The dashboard page's code (runs in the browser, served as an ES module by
-// dashboard.ts). It owns no state of its own: it is an A@UI runtime with four
+// The dashboard page's code (runs in the browser). Built by `npm run build`
+// with the DOM-only tsconfig.dashboard.json (no Node types, so a `node:`
+// import or a Node global does not compile) into dist/dashboard-assets/,
+// together with the aui/ and wire/ modules it imports, and served from there
+// as ES modules by src/server/dashboard-assets.ts. It exposes nothing to
+// tests: they watch the page through its DOM (data-* attributes, xterm's
+// rows) and the network, as a user would.
+//
+// It owns no state of its own: it is an A@UI runtime with three
 // whitelisted components, fed by the server over the `dashboard` relay
 // channel. Everything shown comes from render/update/destroy commands; every
 // action (run, kill) goes back as a UI event the server acts on.
@@ -349,15 +356,7 @@ const Terminal: AAtUIComponent = {
       : undefined;
     if (term) term.open(screen);
     else screen.textContent = "terminal library failed to load";
-    // The text actually written, for tests and copy: xterm renders to a canvas/DOM we should not scrape.
-    let written = "";
-    const write = (s: string) => {
-      written += s;
-      if (written.length > 200_000) written = written.slice(-100_000);
-      el.dataset.outputLength = String(written.length);
-      term?.write(s);
-    };
-    (el as HTMLElement & { terminalText?: () => string }).terminalText = () => written;
+    const write = (s: string) => term?.write(s);
 
     const decoders = { stdout: new TextDecoder(), stderr: new TextDecoder() };
     const unsubscribe = execStreams.subscribe(execId, (f) => {
@@ -443,4 +442,3 @@ connection = connectAAtUI("/v1/ui/dashboard", runtime, {
     }
   },
 });
-(globalThis as Record<string, unknown>).agentComputerDashboard = { runtime, connection, transport };

@@ -603,6 +603,10 @@ export class RedisEventLog implements EventLog {
   readonly redis: Redis;
   readonly prefix: string;
   private readonly maxBytes: number;
+  /** The stream's byte cap per execution (`logMaxBytes`). */
+  get capacityBytes(): number {
+    return this.maxBytes;
+  }
   private readonly retentionMs: number;
   private readonly readLimit: number;
   private readonly readMaxBytes: number;

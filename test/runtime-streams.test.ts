@@ -209,6 +209,7 @@ describe("backpressure", () => {
       open = r;
     });
     const slow: EventLog = {
+      capacityBytes: inner.capacityBytes,
       create: (r) => inner.create(r),
       append: async (id, evs) => {
         await gate;
@@ -222,7 +223,7 @@ describe("backpressure", () => {
       dispose: (id) => inner.dispose(id),
       close: () => inner.close(),
     };
-    const c = make({ log: slow, maxUnflushedBytes: 1024 * 1024 });
+    const c = make({ eventLog: slow, maxUnflushedBytes: 1024 * 1024 });
     const size = 8 * 1024 * 1024;
     const run = await c.exec(`head -c ${size} /dev/zero; touch finished.flag`);
     await sleep(700);
@@ -261,7 +262,7 @@ describe("heartbeats", () => {
 
 describe("SQLite log", () => {
   it("streams, replays and returns results the same as the memory log", async () => {
-    const c = make({ log: { sqlite: path.join(ws.dir, "log-s.db") } });
+    const c = make({ eventLog: { sqlite: path.join(ws.dir, "log-s.db") } });
     const run = await c.exec("seq 1 200000", { encoding: "utf8" });
     const want = Array.from({ length: 200000 }, (_, i) => `${i + 1}\n`).join("");
     const live = logged(await collect(run.events()));
@@ -274,13 +275,13 @@ describe("SQLite log", () => {
 
   it("replays finished executions after a restart and closes running ones as lost", async () => {
     const db = path.join(ws.dir, "log.db");
-    const a = make({ log: { sqlite: db } });
+    const a = make({ eventLog: { sqlite: db } });
     const done = await a.exec("echo kept; echo err >&2", { id: "done", encoding: "utf8" });
     await done.result();
     const running = await a.exec("echo partial; sleep 30", { id: "running" });
     await collect(running.events(), 1);
     // A second computer on the same file sees what a restart after a crash sees.
-    const b = new Computer({ workspace: ws.dir, log: `sqlite:${db}` });
+    const b = new Computer({ workspace: ws.dir, eventLog: `sqlite:${db}` });
     const list = await b.list();
     expect(list.map((r) => [r.id, r.state])).toEqual([
       ["done", "exited"],

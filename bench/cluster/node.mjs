@@ -32,7 +32,7 @@ const cl = await openServeCluster({
 });
 const computer = new Computer({
   workspace,
-  log: cl.log,
+  eventLog: cl.log,
   nodeId: cl.nodeId,
   remote: cl.remote,
   logMaxBytes,

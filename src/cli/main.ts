@@ -311,7 +311,7 @@ export function buildProgram(): Command {
           computer: (observer) => {
             const computer = new Computer({
               workspace,
-              log: cl.log,
+              eventLog: cl.log,
               nodeId: cl.nodeId,
               remote: cl.remote,
               observer,

@@ -22,7 +22,7 @@ export interface ServeClusterOptions {
 }
 
 export interface ServeCluster {
-  /** Pass to `new Computer({ log })`. */
+  /** Pass to `new Computer({ eventLog })`. */
   log: EventLogSpec;
   /** Pass to `new Computer({ nodeId })`. */
   nodeId: string;

@@ -156,6 +156,11 @@ describe("resume and truncation", () => {
     expect(info.earliestSeq).toBeGreaterThan(1);
     const { error } = await collectUntilError(run.events({ after: 0 }));
     expect(error).toMatchObject({ code: "ELOG_TRUNCATED", earliestSeq: info.earliestSeq });
+    // subscribe() refuses the same start before opening a stream.
+    await expect(run.subscribe({ after: 0 })).rejects.toMatchObject({
+      code: "ELOG_TRUNCATED",
+      earliestSeq: info.earliestSeq,
+    });
     const rest = logged(await collect(run.events({ after: info.earliestSeq - 1 })));
     expectGapFree(rest, info.earliestSeq);
     expect(rest.at(-1)!.name).toBe("exit");
@@ -185,6 +190,38 @@ describe("backpressure", () => {
     // The history itself is a ring: a replay from 0 after the fact is truncated.
     const { error } = await collectUntilError(run.events({ after: 0 }));
     expect(error).toMatchObject({ code: "ELOG_TRUNCATED" });
+  });
+
+  it("pauses by the event log's stated capacity: a small ring handed in ready-made loses nothing", async () => {
+    // The computer did not open this log, so it knows the ring only from
+    // capacityBytes; pausing at half of a default 16 MiB ring would let the
+    // slow reader fall out of this 512 KiB one (ELOG_TRUNCATED).
+    const eventLog = new MemoryEventLog({ logMaxBytes: 512 * 1024 });
+    expect(eventLog.capacityBytes).toBe(512 * 1024);
+    const c = make({ eventLog });
+    const run = await c.exec("seq 1 400000");
+    const reader = run.events({ heartbeats: false }).getReader();
+    const parts: Uint8Array[] = [];
+    let seq = 0;
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      expect(value.seq).toBe(++seq);
+      if (value.name === "stdout") parts.push(value.value as Uint8Array);
+      await sleep(2);
+    }
+    expect(Buffer.concat(parts).toString()).toBe(expected(400_000));
+    // The ring did drop events: only the pause kept the reader within it.
+    expect((await run.info()).earliestSeq).toBeGreaterThan(1);
+  });
+
+  it("refuses an event log that does not state its capacity", async () => {
+    // E.g. a plain-JS log: without capacityBytes the backpressure cannot work.
+    const unstated = new Proxy(new MemoryEventLog(), {
+      get: (target, key) => (key === "capacityBytes" ? undefined : Reflect.get(target, key)),
+    });
+    const c = make({ eventLog: unstated });
+    await expect(c.exec("true")).rejects.toMatchObject({ code: "EINVAL" });
   });
 
   it("a stalled subscriber is cut off with ELAGGING; the others are unaffected", async () => {

@@ -4,9 +4,9 @@ export {
   Computer,
   type ComputerObserver,
   type ComputerOptions,
-  defaultBaseEnv,
   type RemoteControl,
 } from "./runtime/computer.js";
+export { defaultBaseEnv } from "./runtime/exec-spec.js";
 export { resolveInWorkspace } from "./runtime/paths.js";
 export type * from "./runtime/types.js";
 export { MemoryEventLog } from "./store/memory-log.js";

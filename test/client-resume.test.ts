@@ -148,7 +148,7 @@ describe("resume across a server restart (durable log)", () => {
     const { tmpdir } = await import("node:os");
     const base = await mkdtemp(path.join(tmpdir(), "ac-restart-"));
     const logPath = path.join(base, "events.db");
-    const first = await startServer({ computer: { log: `sqlite:${logPath}` } });
+    const first = await startServer({ computer: { eventLog: `sqlite:${logPath}` } });
     const port = Number(new URL(first.url).port);
     let second: Harness | undefined;
     try {
@@ -180,7 +180,7 @@ describe("resume across a server restart (durable log)", () => {
       await closing;
       const seen: Record<string, unknown>[] = [];
       second = await startServer({
-        computer: { log: `sqlite:${logPath}` },
+        computer: { eventLog: `sqlite:${logPath}` },
         server: { port, log: (e) => seen.push(e) },
       });
       for (;;) {

@@ -24,8 +24,8 @@ afterEach(() => ws.cleanup());
 
 describe("a second node on a shared log", () => {
   it("reads another node's execution from the log and controls it through RemoteControl", async () => {
-    const log = new MemoryEventLog();
-    const a = new Computer({ workspace: ws.dir, log, nodeId: "a" });
+    const eventLog = new MemoryEventLog();
+    const a = new Computer({ workspace: ws.dir, eventLog, nodeId: "a" });
     const calls: string[] = [];
     const remote: RemoteControl = {
       kill: async (rec, signal) => {
@@ -45,8 +45,8 @@ describe("a second node on a shared log", () => {
         await a.dispose(rec.id);
       },
     };
-    const b = new Computer({ workspace: ws.dir, log, nodeId: "b", remote });
-    const lonely = new Computer({ workspace: ws.dir, log, nodeId: "c" });
+    const b = new Computer({ workspace: ws.dir, eventLog, nodeId: "b", remote });
+    const lonely = new Computer({ workspace: ws.dir, eventLog, nodeId: "c" });
 
     const run = await a.exec("cat; echo done", { id: "shared", stdin: "pipe", encoding: "utf8" });
     const viaB = await b.get("shared");

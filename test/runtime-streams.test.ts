@@ -156,6 +156,11 @@ describe("resume and truncation", () => {
     expect(info.earliestSeq).toBeGreaterThan(1);
     const { error } = await collectUntilError(run.events({ after: 0 }));
     expect(error).toMatchObject({ code: "ELOG_TRUNCATED", earliestSeq: info.earliestSeq });
+    // subscribe() refuses the same start before opening a stream.
+    await expect(run.subscribe({ after: 0 })).rejects.toMatchObject({
+      code: "ELOG_TRUNCATED",
+      earliestSeq: info.earliestSeq,
+    });
     const rest = logged(await collect(run.events({ after: info.earliestSeq - 1 })));
     expectGapFree(rest, info.earliestSeq);
     expect(rest.at(-1)!.name).toBe("exit");
@@ -187,6 +192,38 @@ describe("backpressure", () => {
     expect(error).toMatchObject({ code: "ELOG_TRUNCATED" });
   });
 
+  it("pauses by the event log's stated capacity: a small ring handed in ready-made loses nothing", async () => {
+    // The computer did not open this log, so it knows the ring only from
+    // capacityBytes; pausing at half of a default 16 MiB ring would let the
+    // slow reader fall out of this 512 KiB one (ELOG_TRUNCATED).
+    const eventLog = new MemoryEventLog({ logMaxBytes: 512 * 1024 });
+    expect(eventLog.capacityBytes).toBe(512 * 1024);
+    const c = make({ eventLog });
+    const run = await c.exec("seq 1 400000");
+    const reader = run.events({ heartbeats: false }).getReader();
+    const parts: Uint8Array[] = [];
+    let seq = 0;
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      expect(value.seq).toBe(++seq);
+      if (value.name === "stdout") parts.push(value.value as Uint8Array);
+      await sleep(2);
+    }
+    expect(Buffer.concat(parts).toString()).toBe(expected(400_000));
+    // The ring did drop events: only the pause kept the reader within it.
+    expect((await run.info()).earliestSeq).toBeGreaterThan(1);
+  });
+
+  it("refuses an event log that does not state its capacity", async () => {
+    // E.g. a plain-JS log: without capacityBytes the backpressure cannot work.
+    const unstated = new Proxy(new MemoryEventLog(), {
+      get: (target, key) => (key === "capacityBytes" ? undefined : Reflect.get(target, key)),
+    });
+    const c = make({ eventLog: unstated });
+    await expect(c.exec("true")).rejects.toMatchObject({ code: "EINVAL" });
+  });
+
   it("a stalled subscriber is cut off with ELAGGING; the others are unaffected", async () => {
     const c = make({ logMaxBytes: 1024 * 1024, stallMs: 1000 });
     const run = await c.exec("seq 1 1000000");
@@ -209,6 +246,7 @@ describe("backpressure", () => {
       open = r;
     });
     const slow: EventLog = {
+      capacityBytes: inner.capacityBytes,
       create: (r) => inner.create(r),
       append: async (id, evs) => {
         await gate;
@@ -222,7 +260,7 @@ describe("backpressure", () => {
       dispose: (id) => inner.dispose(id),
       close: () => inner.close(),
     };
-    const c = make({ log: slow, maxUnflushedBytes: 1024 * 1024 });
+    const c = make({ eventLog: slow, maxUnflushedBytes: 1024 * 1024 });
     const size = 8 * 1024 * 1024;
     const run = await c.exec(`head -c ${size} /dev/zero; touch finished.flag`);
     await sleep(700);
@@ -261,7 +299,7 @@ describe("heartbeats", () => {
 
 describe("SQLite log", () => {
   it("streams, replays and returns results the same as the memory log", async () => {
-    const c = make({ log: { sqlite: path.join(ws.dir, "log-s.db") } });
+    const c = make({ eventLog: { sqlite: path.join(ws.dir, "log-s.db") } });
     const run = await c.exec("seq 1 200000", { encoding: "utf8" });
     const want = Array.from({ length: 200000 }, (_, i) => `${i + 1}\n`).join("");
     const live = logged(await collect(run.events()));
@@ -274,13 +312,13 @@ describe("SQLite log", () => {
 
   it("replays finished executions after a restart and closes running ones as lost", async () => {
     const db = path.join(ws.dir, "log.db");
-    const a = make({ log: { sqlite: db } });
+    const a = make({ eventLog: { sqlite: db } });
     const done = await a.exec("echo kept; echo err >&2", { id: "done", encoding: "utf8" });
     await done.result();
     const running = await a.exec("echo partial; sleep 30", { id: "running" });
     await collect(running.events(), 1);
     // A second computer on the same file sees what a restart after a crash sees.
-    const b = new Computer({ workspace: ws.dir, log: `sqlite:${db}` });
+    const b = new Computer({ workspace: ws.dir, eventLog: `sqlite:${db}` });
     const list = await b.list();
     expect(list.map((r) => [r.id, r.state])).toEqual([
       ["done", "exited"],

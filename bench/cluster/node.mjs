@@ -32,7 +32,7 @@ const cl = await openServeCluster({
 });
 const computer = new Computer({
   workspace,
-  log: cl.eventLog,
+  eventLog: cl.eventLog,
   nodeId: cl.nodeId,
   remote: cl.remote,
   logMaxBytes,

@@ -43,8 +43,8 @@ async function phase(kind, bytes, n) {
   } else if (kind === "memory" || kind === "sqlite") {
     const { Computer } = await import(dist);
     const ws = mkdtempSync(path.join(tmpdir(), "ac-bench-"));
-    const log = kind === "sqlite" ? { sqlite: path.join(ws, "bench.db") } : "memory";
-    const computer = new Computer({ workspace: ws, log });
+    const eventLog = kind === "sqlite" ? { sqlite: path.join(ws, "bench.db") } : "memory";
+    const computer = new Computer({ workspace: ws, eventLog });
     await computer.exec("true").then((r) => r.result()); // warm up the log
     const t0 = process.hrtime.bigint();
     cpu0 = process.cpuUsage();

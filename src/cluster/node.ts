@@ -5,7 +5,7 @@
 // local Computer.
 //
 //   const cluster = await ClusterNode.start({ redis: "redis://…", nodeId: "a" });
-//   const computer = new Computer({ workspace, log: cluster.eventLog, nodeId: "a", remote: cluster.remote });
+//   const computer = new Computer({ workspace, eventLog: cluster.eventLog, nodeId: "a", remote: cluster.remote });
 //   cluster.serve(computer);
 //   …
 //   await computer.close(); await cluster.close();   // this order: see close()

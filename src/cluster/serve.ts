@@ -23,7 +23,7 @@ export interface ServeClusterOptions {
 }
 
 export interface ServeCluster {
-  /** The event log to build the Computer with. */
+  /** Pass to `new Computer({ eventLog })`. */
   eventLog: EventLogSpec;
   /** Pass to `new Computer({ nodeId })`. */
   nodeId: string;

@@ -110,7 +110,7 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
     computer: (observer) => {
       const computer = new Computer({
         workspace,
-        log: cluster.eventLog,
+        eventLog: cluster.eventLog,
         nodeId: cluster.nodeId,
         remote: cluster.remote,
         observer,

@@ -39,12 +39,13 @@ interface Entry {
 
 export class MemoryEventLog implements EventLog {
   private readonly entries = new Map<string, Entry>();
-  private readonly maxBytes: number;
+  /** The ring's cap per execution (`logMaxBytes`). */
+  readonly capacityBytes: number;
   private readonly retentionMs: number;
   private closed = false;
 
   constructor(options: EventLogOptions = {}) {
-    this.maxBytes = options.logMaxBytes ?? DEFAULT_LOG_MAX_BYTES;
+    this.capacityBytes = options.logMaxBytes ?? DEFAULT_LOG_MAX_BYTES;
     this.retentionMs = options.retentionMs ?? DEFAULT_RETENTION_MS;
   }
 
@@ -184,10 +185,10 @@ export class MemoryEventLog implements EventLog {
 
   /** Drop oldest events until the ring fits its cap; the last event always stays. */
   private evict(e: Entry): void {
-    if (e.bytes <= this.maxBytes) return;
+    if (e.bytes <= this.capacityBytes) return;
     const rec = e.record;
     const end = e.events.length - 1;
-    while (e.bytes > this.maxBytes && e.head < end) {
+    while (e.bytes > this.capacityBytes && e.head < end) {
       e.bytes -= e.sizes[e.head]!;
       e.events[e.head] = undefined as unknown as LoggedEvent;
       e.head++;

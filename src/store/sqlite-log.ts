@@ -96,7 +96,8 @@ interface Row {
 
 export class SqliteEventLog implements EventLog {
   private readonly db: Database.Database;
-  private readonly maxBytes: number;
+  /** The ring's cap per execution (`logMaxBytes`); a trim goes down to 3/4 of it. */
+  readonly capacityBytes: number;
   private readonly retentionMs: number;
   private readonly entries = new Map<string, Entry>();
   private nextOrd = 1;
@@ -124,7 +125,7 @@ export class SqliteEventLog implements EventLog {
     readonly file: string,
     options: EventLogOptions = {},
   ) {
-    this.maxBytes = options.logMaxBytes ?? DEFAULT_LOG_MAX_BYTES;
+    this.capacityBytes = options.logMaxBytes ?? DEFAULT_LOG_MAX_BYTES;
     this.retentionMs = options.retentionMs ?? DEFAULT_RETENTION_MS;
     this.db = new Database(file);
     this.db.pragma("page_size = 65536"); // only takes effect on a new file
@@ -471,8 +472,8 @@ export class SqliteEventLog implements EventLog {
    * trim instead of one per event); the last event always stays.
    */
   private evict(id: string, e: Entry): void {
-    if (e.bytes <= this.maxBytes || !e.sizes) return;
-    const target = Math.floor((this.maxBytes * 3) / 4);
+    if (e.bytes <= this.capacityBytes || !e.sizes) return;
+    const target = Math.floor((this.capacityBytes * 3) / 4);
     const rec = e.rec;
     const end = e.sizes.length - 1;
     while (e.bytes > target && e.sizeHead < end) {

@@ -45,6 +45,16 @@ export interface ReadOptions {
 
 export interface EventLog {
   /**
+   * Bytes of events (counted by `eventSize`: payload plus a fixed overhead)
+   * this log retains per execution. Once an execution's events exceed it, the
+   * oldest are dropped (a log may trim below it in one step: SQLite trims to
+   * 3/4) and reading before them is `ELOG_TRUNCATED`; the last event always
+   * stays. `Infinity` for a log that never drops events. A writer that must
+   * not lose events a reader has not read yet (the runtime's backpressure)
+   * keeps that reader well within this bound.
+   */
+  readonly capacityBytes: number;
+  /**
    * Start the log of a new execution. Fails with `EEXEC_BUSY` when the id exists
    * and is still running; a finished execution with the same id is replaced.
    */

@@ -42,7 +42,7 @@ export async function startNode(
   });
   const computer = new Computer({
     workspace,
-    log: cluster.eventLog,
+    eventLog: cluster.eventLog,
     nodeId: id,
     remote: cluster.remote,
     logMaxBytes: options.logMaxBytes,

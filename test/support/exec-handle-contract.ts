@@ -105,6 +105,16 @@ export function runExecHandleContract(name: string, setup: () => Promise<Contrac
       expect(tail[0]).toMatchObject({ value: "second\n", seq: 2 });
     });
 
+    it("subscribe() refuses a bad start before any event and streams a good one", async () => {
+      const h = await api.exec("echo a; echo b", { encoding: "utf8" });
+      await h.result();
+      const { lastSeq } = await h.info();
+      await expect(h.subscribe({ after: lastSeq + 5 })).rejects.toMatchObject({ code: "EINVAL" });
+      await expect(h.subscribe({ after: -1 })).rejects.toMatchObject({ code: "EINVAL" });
+      const events = logged(await collect(await h.subscribe({ after: lastSeq - 1 })));
+      expect(events.map((e) => [e.seq, e.name])).toEqual([[lastSeq, "exit"]]);
+    });
+
     it("info() reports the record", async () => {
       const h = await api.exec("exit 0", { cwd: "" });
       await h.result();

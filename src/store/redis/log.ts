@@ -87,6 +87,10 @@ export class RedisEventLog implements EventLog {
   /** Key names under this log's prefix (the cluster derives its keys from the same object). */
   readonly keys: RedisKeys;
   private readonly maxBytes: number;
+  /** The stream's byte cap per execution (`logMaxBytes`). */
+  get capacityBytes(): number {
+    return this.maxBytes;
+  }
   private readonly retentionMs: number;
   private readonly readLimit: number;
   private readonly readMaxBytes: number;

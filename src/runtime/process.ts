@@ -1,0 +1,339 @@
+// One command this computer runs, from spawn until its exit is logged: the
+// child process and its group, signals and kill escalation, stdin, reading
+// the two pipes, and the rule that decides when the execution is over.
+//
+// - An execution is a process group (spawned detached: its own session and
+//   group). kill/timeout signal the whole group: SIGTERM, then SIGKILL after
+//   killGraceMs.
+// - Grandchildren rule: when the main process exits, background grandchildren
+//   may still hold the output pipes open. Reading goes on until both pipes
+//   reach EOF, for at most drainMs of unpaused time; then whatever is left of
+//   the group is SIGKILLed, the pipes are read to EOF (bounded again), and
+//   only then is `exit` logged. The group is SIGKILLed after every exit, so
+//   nothing of it outlives its `exit` event.
+// - The pipes flow only while neither a lagging reader (Backpressure) nor a
+//   lagging log (Sequencer) holds them; the two pause and resume independently.
+//
+// The state lives in private fields; the Computer and the subscriptions use
+// the few methods below.
+
+import { type ChildProcess, spawn } from "node:child_process";
+import { constants as osConstants } from "node:os";
+import { StringDecoder } from "node:string_decoder";
+import type { EventLog, ExecRecord } from "../store/types.js";
+import { ComputerError } from "../wire/errors.js";
+import type { ExitReason } from "../wire/types.js";
+import { Backpressure, type Reader } from "./backpressure.js";
+import { Sequencer } from "./sequencer.js";
+import type { ExecOptions } from "./types.js";
+
+/** Signals after which the process is expected to end: they make the reason "killed". */
+const TERMINATING = new Set(["SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGKILL"]);
+/** Bound on waiting for EOF after the group was SIGKILLed (writers outside the group). */
+const POST_KILL_DRAIN_MS = 1000;
+
+export interface LocalExecOptions {
+  id: string;
+  /** The record as created in the log; its `pid` is filled in once spawned. */
+  record: ExecRecord;
+  file: string;
+  args: string[];
+  cwd: string;
+  env: Record<string, string>;
+  stdin: ExecOptions["stdin"];
+  timeoutMs: number | undefined;
+  eventLog: EventLog;
+  killGraceMs: number;
+  drainMs: number;
+  stallMs: number;
+  maxUnflushedBytes: number;
+  /** Called once the exit event was handed to the log, before `done` resolves. */
+  onFinished(exe: LocalExec): Promise<void>;
+}
+
+export class LocalExec {
+  readonly id: string;
+  /** This process's copy of the record (pid, startedAt; the log has the current one). */
+  readonly record: ExecRecord;
+  /** Resolves once the exit event was logged and onFinished ran. */
+  readonly done: Promise<void>;
+  private readonly child: ChildProcess;
+  private readonly file: string;
+  private readonly stdinMode: "pipe" | "closed";
+  /** Input to write then close; dropped once handed to the pipe. */
+  private input: string | Uint8Array | undefined;
+  private readonly timeoutMs: number | undefined;
+  private readonly sequencer: Sequencer;
+  private readonly backpressure: Backpressure;
+  private readonly decoders: { stdout: StringDecoder; stderr: StringDecoder } | undefined;
+  private readonly killGraceMs: number;
+  private readonly drainMs: number;
+  private readonly onFinished: (exe: LocalExec) => Promise<void>;
+  private resolveDone!: () => void;
+  private openPipes = 2;
+  private leaderExit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
+  private reason: ExitReason | null = null;
+  private killTimer: ReturnType<typeof setTimeout> | undefined;
+  private timeoutTimer: ReturnType<typeof setTimeout> | undefined;
+  private drainTimer: ReturnType<typeof setTimeout> | undefined;
+  private drainWhenResumed = false;
+  private lastOutput: number;
+  private isFinished = false;
+
+  /** Spawns the child; call start() next (after registering the execution). */
+  constructor(o: LocalExecOptions) {
+    this.id = o.id;
+    this.record = o.record;
+    this.file = o.file;
+    this.stdinMode = o.stdin === "pipe" ? "pipe" : "closed";
+    this.input = o.stdin === "pipe" ? undefined : o.stdin;
+    this.timeoutMs = o.timeoutMs;
+    this.killGraceMs = o.killGraceMs;
+    this.drainMs = o.drainMs;
+    this.onFinished = o.onFinished;
+    this.lastOutput = o.record.startedAt;
+    this.done = new Promise((r) => {
+      this.resolveDone = r;
+    });
+    this.decoders =
+      o.record.encoding === "utf8"
+        ? { stdout: new StringDecoder("utf8"), stderr: new StringDecoder("utf8") }
+        : undefined;
+    this.backpressure = new Backpressure(o.id, o.eventLog.capacityBytes, o.stallMs, () =>
+      this.applyPipes(),
+    );
+    this.sequencer = new Sequencer(o.id, o.eventLog, o.maxUnflushedBytes, this.backpressure, {
+      blockedChanged: () => this.applyPipes(),
+      // The log refused (closed, unreachable): the process must not keep
+      // running unobserved. Its pipes then run to EOF so the exit is noticed.
+      appendFailed: () => killGroup(this.child.pid, "SIGKILL"),
+    });
+    this.child = spawn(o.file, o.args, {
+      cwd: o.cwd,
+      env: o.env,
+      detached: true,
+      stdio: [o.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
+      windowsHide: true,
+    });
+    if (this.child.pid !== undefined) this.record.pid = this.child.pid;
+  }
+
+  /** The child's pid; undefined when it could not be started. */
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
+  /** True once the exit is decided (it may still be on its way to the log). */
+  get finished(): boolean {
+    return this.isFinished;
+  }
+
+  /** Seq of the last event numbered (it may not be in the log yet). */
+  get lastSeq(): number {
+    return this.sequencer.lastSeq;
+  }
+
+  /** When the child last wrote output (epoch ms). */
+  get lastOutputAt(): number {
+    return this.lastOutput;
+  }
+
+  /**
+   * Wire the pipes, stdin and the timeout; or, when the spawn failed (argv[0]
+   * not found or not executable), behave like a shell: the message on stderr
+   * and exit 127.
+   */
+  start(): void {
+    if (this.child.pid === undefined) {
+      this.spawnFailed();
+      return;
+    }
+    const { child, input, timeoutMs } = this;
+    this.input = undefined;
+    if (child.stdin) {
+      // EPIPE when the child exits without reading all of its input is normal.
+      child.stdin.on("error", () => {});
+      if (input !== undefined) child.stdin.end(input);
+    }
+    const onPipeDone = () => {
+      if (--this.openPipes === 0) this.maybeFinish();
+    };
+    for (const name of ["stdout", "stderr"] as const) {
+      const pipe = child[name]!;
+      pipe.on("data", (chunk: Buffer) => this.onOutput(name, chunk));
+      pipe.on("error", () => {});
+      pipe.once("close", onPipeDone);
+    }
+    child.on("error", () => {}); // reported through exit; never crash the host
+    child.once("exit", (code, signal) => {
+      this.leaderExit = { code, signal };
+      if (this.timeoutTimer) clearTimeout(this.timeoutTimer);
+      if (this.openPipes === 0) this.maybeFinish();
+      else this.armDrain();
+    });
+    if (timeoutMs !== undefined) {
+      this.timeoutTimer = setTimeout(() => this.signal("SIGTERM", "timeout"), timeoutMs);
+    }
+  }
+
+  /** Signal the group; a terminating signal escalates to SIGKILL after the grace. */
+  signal(signal: string, reason: ExitReason): void {
+    // The leader is gone; only stragglers may be left, and the drain handles them.
+    if (this.isFinished || this.leaderExit) return;
+    if (TERMINATING.has(signal)) this.reason ??= reason;
+    killGroup(this.child.pid, signal);
+    if (TERMINATING.has(signal) && signal !== "SIGKILL" && !this.killTimer) {
+      this.killTimer = setTimeout(() => killGroup(this.child.pid, "SIGKILL"), this.killGraceMs);
+      this.killTimer.unref?.();
+    }
+  }
+
+  /** Write to stdin; resolves when the chunk was handed to the pipe. */
+  async write(chunk: Uint8Array | string): Promise<void> {
+    this.requirePipe();
+    const stdin = this.child.stdin;
+    if (!stdin || stdin.writableEnded || stdin.destroyed || this.isFinished) {
+      throw stdinClosed(this.id);
+    }
+    await new Promise<void>((resolve, reject) => {
+      stdin.write(chunk, (err) =>
+        err
+          ? reject(new ComputerError("ECLOSED", `stdin of ${this.id}: ${err.message}`))
+          : resolve(),
+      );
+    });
+  }
+
+  /** Close stdin; a no-op when it is closed already. */
+  async end(): Promise<void> {
+    this.requirePipe();
+    const stdin = this.child.stdin;
+    if (!stdin || stdin.writableEnded || stdin.destroyed) return;
+    await new Promise<void>((resolve) => stdin.end(() => resolve()));
+  }
+
+  /** A live reader starts holding the pipes back when it lags. */
+  follow(reader: Reader): void {
+    this.backpressure.add(reader);
+  }
+
+  unfollow(reader: Reader): void {
+    this.backpressure.remove(reader);
+  }
+
+  /** A reader moved its position (set `reader.after` first). */
+  advanced(): void {
+    this.backpressure.advanced();
+  }
+
+  private requirePipe(): void {
+    if (this.stdinMode !== "pipe") {
+      throw new ComputerError("EINVAL", `execution ${this.id} was not started with stdin: "pipe"`);
+    }
+  }
+
+  private onOutput(name: "stdout" | "stderr", chunk: Buffer): void {
+    this.lastOutput = Date.now();
+    if (this.decoders) {
+      const text = this.decoders[name].write(chunk);
+      if (text === "") return; // only part of a character so far
+      this.sequencer.output(name, text);
+    } else {
+      this.sequencer.output(name, new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+    }
+  }
+
+  private applyPipes(): void {
+    const child = this.child;
+    if (this.backpressure.paused || this.sequencer.blocked) {
+      child.stdout?.pause();
+      child.stderr?.pause();
+      return;
+    }
+    child.stdout?.resume();
+    child.stderr?.resume();
+    if (this.drainWhenResumed) {
+      this.drainWhenResumed = false;
+      this.armDrain();
+    }
+  }
+
+  private armDrain(): void {
+    if (this.drainTimer || this.isFinished) return;
+    this.drainTimer = setTimeout(() => {
+      this.drainTimer = undefined;
+      if (this.openPipes === 0) return;
+      if (this.backpressure.paused || this.sequencer.blocked) {
+        // Output is waiting for a reader or for the log, not held by a stray grandchild.
+        this.drainWhenResumed = true;
+        return;
+      }
+      // Grandchildren still hold the pipes: end the group, then give the
+      // pipes a bounded time to deliver what was written before the kill.
+      killGroup(this.child.pid, "SIGKILL");
+      setTimeout(() => {
+        if (this.openPipes === 0) return;
+        if (!this.backpressure.paused && !this.sequencer.blocked) {
+          this.child.stdout?.destroy();
+          this.child.stderr?.destroy();
+        } else {
+          this.drainWhenResumed = true;
+        }
+      }, POST_KILL_DRAIN_MS).unref?.();
+    }, this.drainMs);
+    this.drainTimer.unref?.();
+  }
+
+  private maybeFinish(): void {
+    if (this.isFinished || !this.leaderExit || this.openPipes > 0) return;
+    this.isFinished = true;
+    void this.finish();
+  }
+
+  private async finish(): Promise<void> {
+    const { code, signal } = this.leaderExit!;
+    // Nothing of the group outlives its exit event.
+    killGroup(this.child.pid, "SIGKILL");
+    for (const t of [this.killTimer, this.timeoutTimer, this.drainTimer]) if (t) clearTimeout(t);
+    this.backpressure.stop();
+    if (this.decoders) {
+      for (const name of ["stdout", "stderr"] as const) {
+        const rest = this.decoders[name].end();
+        if (rest) this.sequencer.output(name, rest);
+      }
+    }
+    this.sequencer.exit(
+      code ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0),
+      this.reason ?? "exited",
+      signal,
+    );
+    await this.sequencer.drained();
+    await this.onFinished(this);
+    this.resolveDone();
+  }
+
+  private spawnFailed(): void {
+    this.child.on("error", () => {});
+    this.openPipes = 0;
+    this.child.stdout?.destroy();
+    this.child.stderr?.destroy();
+    const msg = `agent-computer: cannot run ${this.file}: not found or not executable\n`;
+    this.sequencer.output("stderr", this.decoders ? msg : new TextEncoder().encode(msg));
+    this.leaderExit = { code: 127, signal: null };
+    this.maybeFinish();
+  }
+}
+
+/** Signal a whole process group; a group that is already gone is fine. */
+function killGroup(pid: number | undefined, signal: string): void {
+  if (!pid) return;
+  try {
+    process.kill(-pid, signal as NodeJS.Signals);
+  } catch {
+    // ESRCH: nothing left in the group.
+  }
+}
+
+export function stdinClosed(id: string): ComputerError {
+  return new ComputerError("ECLOSED", `stdin of ${id} is closed`);
+}

@@ -1,0 +1,116 @@
+// Numbers one execution's events and writes them to the event log. Every
+// event (stdout, stderr, exit) gets the next seq of one gap-free sequence, in
+// the order the runtime read the pipes, so the log's continuity check always
+// holds and readers can resume anywhere.
+//
+// Appends are batched: while one append is in flight, new events queue and go
+// in the next append, so a fast child costs one append per round trip, not
+// one per chunk. What the log has not accepted yet is bounded: above
+// `maxUnflushedBytes` the sequencer reports itself blocked (the child's pipes
+// pause until the log has taken half of the backlog), so a slow or
+// unreachable log (Redis) cannot grow the node's memory.
+
+import { eventSize } from "../store/common.js";
+import type { EventLog } from "../store/types.js";
+import type { Chunk, ExitReason, LoggedEvent } from "../wire/types.js";
+
+/** Told the size of every event as it is numbered (the backpressure accounting). */
+export interface OutputMeter {
+  produced(seq: number, size: number): void;
+}
+
+export interface SequencerHooks {
+  /** `blocked` changed. */
+  blockedChanged(): void;
+  /** The log refused an append: the output can no longer be recorded. */
+  appendFailed(err: unknown): void;
+}
+
+export class Sequencer {
+  private seq = 0;
+  private pending: LoggedEvent[] = [];
+  /** The part of `unflushed` that is still in `pending`. */
+  private pendingBytes = 0;
+  /** Bytes numbered but not yet accepted by the log (pending + the batch in flight). */
+  private unflushed = 0;
+  private isBlocked = false;
+  private flushing: Promise<void> | null = null;
+
+  constructor(
+    private readonly id: string,
+    private readonly eventLog: EventLog,
+    private readonly maxUnflushedBytes: number,
+    private readonly meter: OutputMeter,
+    private readonly hooks: SequencerHooks,
+  ) {}
+
+  /** Seq of the last event numbered (0 before the first). */
+  get lastSeq(): number {
+    return this.seq;
+  }
+
+  /** True while the log is behind by more than maxUnflushedBytes. */
+  get blocked(): boolean {
+    return this.isBlocked;
+  }
+
+  /** Number a chunk of output and queue it for the log (the per-chunk path). */
+  output(name: "stdout" | "stderr", value: Chunk): void {
+    this.push({ id: this.id, seq: this.seq + 1, name, value });
+  }
+
+  /** Number the exit event; nothing may follow it. */
+  exit(value: number, reason: ExitReason, signal: string | null): void {
+    const ev: LoggedEvent = { id: this.id, seq: this.seq + 1, name: "exit", value, reason };
+    if (signal) ev.signal = signal;
+    this.push(ev);
+  }
+
+  /** Resolves once everything numbered so far was handed to the log (or refused). */
+  async drained(): Promise<void> {
+    while (this.flushing) await this.flushing;
+  }
+
+  private push(ev: LoggedEvent): void {
+    this.seq = ev.seq;
+    const size = eventSize(ev);
+    this.meter.produced(ev.seq, size);
+    this.pending.push(ev);
+    this.pendingBytes += size;
+    this.unflushed += size;
+    if (!this.isBlocked && this.unflushed > this.maxUnflushedBytes) {
+      this.isBlocked = true;
+      this.hooks.blockedChanged();
+    }
+    this.flushing ??= this.flush();
+  }
+
+  private async flush(): Promise<void> {
+    try {
+      while (this.pending.length > 0) {
+        const batch = this.pending;
+        const batchBytes = this.pendingBytes;
+        this.pending = [];
+        this.pendingBytes = 0;
+        await this.eventLog.append(this.id, batch);
+        this.unflushed -= batchBytes;
+        if (this.isBlocked && this.unflushed <= this.maxUnflushedBytes / 2) {
+          this.isBlocked = false;
+          this.hooks.blockedChanged();
+        }
+      }
+    } catch (err) {
+      // Nothing more is kept: what the log refused is gone.
+      this.pending = [];
+      this.pendingBytes = 0;
+      this.unflushed = 0;
+      this.hooks.appendFailed(err);
+      if (this.isBlocked) {
+        this.isBlocked = false;
+        this.hooks.blockedChanged();
+      }
+    } finally {
+      this.flushing = null;
+    }
+  }
+}

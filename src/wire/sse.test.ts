@@ -9,6 +9,7 @@ import {
   createSseParser,
   formatSseComment,
   formatSseEvent,
+  formatSseIdOnly,
   type SseEvent,
   type SseEventInit,
   SseParserStream,
@@ -81,6 +82,15 @@ describe("WHATWG event-stream rules", () => {
   test("id: a value containing NUL is ignored", () => {
     const r = parse(["id: 1\ndata: a\n\nid: 2\u00003\ndata: b\n\n"]);
     expect(r.events).toEqual([ev("a", "message", "1"), ev("b", "message", "1")]);
+  });
+
+  test("formatSseIdOnly moves Last-Event-ID and dispatches nothing", () => {
+    const seen: SseEvent[] = [];
+    const p = createSseParser({ onEvent: (e) => seen.push(e) });
+    p.feed(formatSseIdOnly(41));
+    expect(formatSseIdOnly(41)).toBe("id: 41\n\n");
+    expect(seen).toEqual([]);
+    expect(p.lastEventId).toBe("41");
   });
 
   test("id: takes effect even when the event has no data", () => {

@@ -132,6 +132,17 @@ export function formatSseLineEvent(id: number | undefined, event: string, data: 
   return `${head}${field("event", event)}${field("data", data)}\n`;
 }
 
+/**
+ * An event block with only an `id:` field: it moves the reader's
+ * Last-Event-ID without dispatching an event (a block with no `data:` line
+ * dispatches nothing, while even an empty `data:` line would). A server uses
+ * it to tell a resuming reader where a replay ended. `id` is a number, so it
+ * cannot break the framing.
+ */
+export function formatSseIdOnly(id: number): string {
+  return field("id", String(id)) + "\n";
+}
+
 /** Formats a comment (ignored by clients; used for heartbeats). Multi-line text becomes several comment lines. */
 export function formatSseComment(text: string): string {
   let out = "";

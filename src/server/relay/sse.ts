@@ -9,7 +9,7 @@
 // from its Last-Event-ID.
 
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { formatSseComment, formatSseEvent } from "../../wire/sse.js";
+import { formatSseComment, formatSseEvent, formatSseIdOnly } from "../../wire/sse.js";
 import type { RelayEntry, UiChannel } from "./channel.js";
 import { parseChannelAfter } from "./params.js";
 
@@ -18,16 +18,6 @@ const HEARTBEAT = formatSseComment("hb");
 
 function commandEvent(e: RelayEntry): string {
   return formatSseEvent({ id: e.seq, data: JSON.stringify(e.command) });
-}
-
-/**
- * An `id:` field with no data: it moves the page's Last-Event-ID without
- * dispatching anything (WHATWG event-stream rules). The codec always writes a
- * `data:` line (even an empty one dispatches an event), so this one frame is
- * spelled out; the seq is a number, so it cannot break the framing.
- */
-function moveLastEventId(seq: number): string {
-  return `id: ${seq}\n\n`;
 }
 
 export interface SseOptions {
@@ -89,7 +79,7 @@ export function serveSse(
   // move the page's Last-Event-ID to it, so a reconnect does not replay the
   // merged tail again.
   const lastSent = sub.replay.length > 0 ? sub.replay[sub.replay.length - 1]!.seq : after;
-  if (ch.lastSeq > lastSent) queue.push(moveLastEventId(ch.lastSeq));
+  if (ch.lastSeq > lastSent) queue.push(formatSseIdOnly(ch.lastSeq));
   write(queue.join(""));
   if (ch.closed) {
     write(DONE);

@@ -140,7 +140,7 @@ export function formatSseLineEvent(id: number | undefined, event: string, data: 
  * cannot break the framing.
  */
 export function formatSseIdOnly(id: number): string {
-  return field("id", String(id)) + "\n";
+  return `${field("id", String(id))}\n`;
 }
 
 /** Formats a comment (ignored by clients; used for heartbeats). Multi-line text becomes several comment lines. */

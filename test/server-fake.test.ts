@@ -11,7 +11,7 @@ import path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { ComputerClient } from "../src/client/client.js";
 import type { ComputerApi, ExecHandle, ExecRecord } from "../src/runtime/types.js";
-import { type ComputerServer, createComputerServer } from "../src/server/server.js";
+import { type ComputerServer, createComputerServer } from "../src/server/app.js";
 import { ComputerError } from "../src/wire/errors.js";
 import type { ExecEvent } from "../src/wire/types.js";
 
@@ -74,7 +74,7 @@ beforeAll(async () => {
     workspace: dir,
     port: 0,
     token: "t",
-    log: false,
+    logger: false,
   });
   url = await server.listen();
 });

@@ -4,7 +4,7 @@
 // kills and execs. The browser suite covers the page itself.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { UiClient } from "../src/client/ui.js";
-import type { ComputerServer } from "../src/server/server.js";
+import type { ComputerServer } from "../src/server/app.js";
 import { type Harness, startServer } from "./support/server-harness.js";
 
 let harness: Harness;

@@ -274,7 +274,7 @@ export function buildProgram(): Command {
     .option("--quiet", "no per-request log lines")
     .action(
       act(async (o) => {
-        const { createComputerServer } = await import("../server/server.js");
+        const { createComputerServer } = await import("../server/app.js");
         const { Computer } = await import("../runtime/computer.js");
         // Cluster mode (H6): with a redis:// log this node joins the cluster
         // (liveness, sweeper, control routing); otherwise a pass-through.
@@ -303,7 +303,7 @@ export function buildProgram(): Command {
           token,
           allowedHosts: o.allowedHost.length ? o.allowedHost : undefined,
           corsOrigins: o.corsOrigin,
-          log,
+          logger: log,
           limits: {
             ...(o.maxBodyBytes !== undefined ? { maxJsonBytes: o.maxBodyBytes } : {}),
             ...(o.maxFileBytes !== undefined ? { maxFileBytes: o.maxFileBytes } : {}),

@@ -30,8 +30,8 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { ComputerApi, ExecRecord } from "../runtime/types.js";
-import { HttpError } from "./http-errors.js";
-import type { Router } from "./router.js";
+import { ComputerError } from "../wire/errors.js";
+import type { Router } from "./http/router.js";
 import { type LoggedUiEvent, registerUiRoutes, relayOf, type UiRelay } from "./ui-relay.js";
 
 export const DASHBOARD_CHANNEL = "dashboard";
@@ -269,13 +269,13 @@ const transpiled = new Map<string, { mtimeMs: number; code: string }>();
 
 /** The browser module for `rel` (e.g. "aui/runtime.js"): the compiled file, or the .ts transpiled. */
 async function libModule(rel: string): Promise<string> {
-  if (!LIB_RE.test(rel)) throw new HttpError(404, "ENOENT", "no such asset");
+  if (!LIB_RE.test(rel)) throw new ComputerError("ENOENT", "no such asset");
   const js = join(codeRoot, rel);
   if (existsSync(js)) return readFileSync(js, "utf8");
   const ts = js.replace(/\.js$/, ".ts");
   if (rel.endsWith(".map"))
-    throw new HttpError(404, "ENOENT", "no source map when running from source");
-  if (!existsSync(ts)) throw new HttpError(404, "ENOENT", "no such asset");
+    throw new ComputerError("ENOENT", "no source map when running from source");
+  if (!existsSync(ts)) throw new ComputerError("ENOENT", "no such asset");
   const mtimeMs = statSync(ts).mtimeMs;
   const cached = transpiled.get(ts);
   if (cached && cached.mtimeMs === mtimeMs) return cached.code;
@@ -407,7 +407,7 @@ export function registerDashboard(router: Router, deps: DashboardDeps): Dashboar
       if (rel === "dashboard.css") return send(res, 200, "text/css; charset=utf-8", DASHBOARD_CSS);
       if (rel.startsWith("lib/"))
         return send(res, 200, "text/javascript; charset=utf-8", await libModule(rel.slice(4)));
-      throw new HttpError(404, "ENOENT", "no such asset");
+      throw new ComputerError("ENOENT", "no such asset");
     },
     { public: true },
   );

@@ -28,9 +28,10 @@ import type { Duplex } from "node:stream";
 import { type WebSocket, WebSocketServer } from "ws";
 import type { Command, UiEvent } from "../aui/types.js";
 import { validateCommand, validateUiEvent } from "../aui/validate.js";
-import { readJsonBody } from "./body.js";
-import { HttpError, sendJson } from "./http-errors.js";
-import type { RouteContext, Router } from "./router.js";
+import { ComputerError } from "../wire/errors.js";
+import { readJsonBody } from "./http/body.js";
+import { sendJson } from "./http/errors.js";
+import type { RouteContext, Router } from "./http/router.js";
 
 export interface RelayLimits {
   /** Retained commands per channel (default 10,000). */
@@ -103,13 +104,14 @@ export class UiChannel {
 
   /** Validates, retains and fans out one command. Throws EINVAL / ELIMIT / ECLOSED. */
   publish(input: unknown): { cursor: number; widgetId?: string } {
-    if (this.closed) throw new HttpError(410, "ECLOSED", `channel "${this.name}" is closed`);
+    if (this.closed)
+      throw new ComputerError("ECLOSED", `channel "${this.name}" is closed`, { status: 410 });
     const checked = validateCommand(input);
-    if (!checked.ok) throw new HttpError(400, "EINVAL", `invalid command: ${checked.reason}`);
+    if (!checked.ok) throw new ComputerError("EINVAL", `invalid command: ${checked.reason}`);
     const command = checked.command;
     const bytes = JSON.stringify(command).length;
     if (command.type === "render" && !this.makeRoom(bytes)) {
-      throw new HttpError(429, "ELIMIT", `channel "${this.name}" retains too many widgets`);
+      throw new ComputerError("ELIMIT", `channel "${this.name}" retains too many widgets`);
     }
     const cursor = ++this.head;
     let widgetId: string | undefined;
@@ -207,16 +209,14 @@ export class UiChannel {
   replay(after: number): RelayEntry[] {
     if (after > this.head) {
       // A cursor from the future: the channel was recreated (server restart, memory relay).
-      throw new HttpError(
-        410,
+      throw new ComputerError(
         "ELOG_TRUNCATED",
         `cursor ${after} is ahead of channel "${this.name}" (head ${this.head}); it was restarted: start over with after=0`,
         { earliestSeq: 0 },
       );
     }
     if (after > 0 && after < this.floor) {
-      throw new HttpError(
-        410,
+      throw new ComputerError(
         "ELOG_TRUNCATED",
         `cursor ${after} is older than what channel "${this.name}" retains; start over with after=0`,
         { earliestSeq: this.floor },
@@ -292,8 +292,7 @@ export class UiChannel {
   /** Events with seq > after. Throws ELOG_TRUNCATED when some were dropped. */
   readEvents(after: number, limit = 1000): LoggedUiEvent[] {
     if (after > this.eventsHead) {
-      throw new HttpError(
-        410,
+      throw new ComputerError(
         "ELOG_TRUNCATED",
         `event cursor ${after} is ahead of channel "${this.name}" (${this.eventsHead}); it was restarted`,
         { earliestSeq: 0 },
@@ -301,7 +300,7 @@ export class UiChannel {
     }
     const first = this.events[0]?.seq ?? this.eventsHead + 1;
     if (after + 1 < first) {
-      throw new HttpError(410, "ELOG_TRUNCATED", `UI events after ${after} were dropped`, {
+      throw new ComputerError("ELOG_TRUNCATED", `UI events after ${after} were dropped`, {
         earliestSeq: first,
       });
     }
@@ -335,10 +334,10 @@ export class UiChannel {
 /** UI events are untrusted page input: the protocol's validator, plus no unknown fields. */
 export function checkUiEvent(input: unknown): UiEvent {
   const r = validateUiEvent(input);
-  if (!r.ok) throw new HttpError(400, "EINVAL", `invalid UI event: ${r.reason}`);
+  if (!r.ok) throw new ComputerError("EINVAL", `invalid UI event: ${r.reason}`);
   for (const k of Object.keys(r.event)) {
     if (k !== "type" && k !== "widgetId" && k !== "payload" && k !== "timestamp") {
-      throw new HttpError(400, "EINVAL", `invalid UI event: unknown field "${k}"`);
+      throw new ComputerError("EINVAL", `invalid UI event: unknown field "${k}"`);
     }
   }
   const ev: UiEvent = {
@@ -371,15 +370,14 @@ export class UiRelay {
   /** The channel by name, created on first use. */
   channel(name: string): UiChannel {
     if (!CHANNEL_RE.test(name))
-      throw new HttpError(
-        400,
+      throw new ComputerError(
         "EINVAL",
         "channel names are 1-128 characters of A-Z a-z 0-9 . _ ~ -",
       );
     let ch = this.channels.get(name);
     if (!ch || ch.closed) {
       if (!ch && this.channels.size >= this.limits.maxChannels)
-        throw new HttpError(429, "ELIMIT", "too many UI channels");
+        throw new ComputerError("ELIMIT", "too many UI channels");
       ch = new UiChannel(name, this.limits);
       this.channels.set(name, ch);
     }
@@ -430,14 +428,14 @@ export function relayOf(router: Router): UiRelay | undefined {
 function parseCursor(value: string | null | undefined, name: string): number {
   if (value === null || value === undefined || value === "") return 0;
   if (!/^\d{1,15}$/.test(value))
-    throw new HttpError(400, "EINVAL", `${name} must be a non-negative integer`);
+    throw new ComputerError("EINVAL", `${name} must be a non-negative integer`);
   return Number(value);
 }
 
 function parseWait(value: string | null, max: number): number {
   if (value === null || value === "") return 0;
   if (!/^\d{1,9}$/.test(value))
-    throw new HttpError(400, "EINVAL", "wait must be milliseconds (integer)");
+    throw new ComputerError("EINVAL", "wait must be milliseconds (integer)");
   return Math.min(Number(value), max);
 }
 
@@ -458,7 +456,7 @@ export function registerUiRoutes(router: Router, deps: UiRoutesDeps = {}): UiRel
       const list = (body as { commands: unknown[] }).commands;
       for (const [i, c] of list.entries()) {
         const r = validateCommand(c);
-        if (!r.ok) throw new HttpError(400, "EINVAL", `invalid command at index ${i}: ${r.reason}`);
+        if (!r.ok) throw new ComputerError("EINVAL", `invalid command at index ${i}: ${r.reason}`);
       }
       const results = list.map((c) => ch.publish(c));
       sendJson(res, 200, { results, cursor: ch.head });
@@ -672,7 +670,7 @@ function wsSession(
     try {
       sub = ch.subscribe(from, send);
     } catch (err) {
-      const e = err as HttpError;
+      const e = err as ComputerError;
       ws.close(4410, `${e.code}: ${e.message}`.slice(0, 120));
       return;
     }
@@ -707,7 +705,7 @@ function wsSession(
     try {
       ch.postEvent(msg);
     } catch (err) {
-      const e = err as HttpError;
+      const e = err as ComputerError;
       reject(e.code, e.message);
     }
   });

@@ -1,9 +1,9 @@
-// The server driven by a fake ComputerApi (DESIGN.md: the server knows nothing
-// about child_process). Used for what a real runtime cannot be made to do on
-// demand: fail in the middle of a stream. A mid-stream failure must end the
-// exec-wire stream with an error frame, the SSE stream with `event: error`,
-// and reach a ComputerClient consumer as that error code (not retried, not
-// silent).
+// The server driven by a fake ComputerApi (the server knows nothing about
+// child_process: it serves whatever ComputerApi it is given). Used for what a
+// real runtime cannot be made to do on demand: fail in the middle of a
+// stream. A mid-stream failure must end the exec-wire stream with an error
+// frame, the SSE stream with `event: error`, and reach a ComputerClient
+// consumer as that error code (not retried, not silent).
 
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";

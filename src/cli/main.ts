@@ -20,7 +20,7 @@ import { ComputerClient } from "../client/client.js";
 import type { ExecRecord } from "../runtime/types.js";
 import type { ExecEvent } from "../wire/types.js";
 
-// Kept in step with server.ts; the server and runtime are imported lazily by
+// Kept in step with server/app.ts; the server and runtime are imported lazily by
 // `serve` only, so client commands start fast (no SQLite, no ws server).
 const DEFAULT_HOST = "127.0.0.1";
 const DEFAULT_PORT = 8787;

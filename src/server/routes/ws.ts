@@ -129,6 +129,7 @@ export function registerWebSocket(router: Router, deps: ServerDeps): WsEndpoint 
       }
     };
 
+    /** Streams one subscription until its end; reports its failure as an error frame with its id. */
     const subscribe = async (id: string, after: After, heartbeats: boolean) => {
       unsubscribe(id); // re-subscribing is a resume: the new position wins
       const ac = new AbortController();
@@ -164,6 +165,12 @@ export function registerWebSocket(router: Router, deps: ServerDeps): WsEndpoint 
           encoder.close();
           sub.release();
         }
+      } catch (err) {
+        // Aborted by the client (unsubscribe, a newer subscribe/resume of the
+        // same id, or the socket closed): the subscription ends silently. An
+        // EABORTED frame here would reach the client under the id of its new
+        // subscription and read as that one failing.
+        if (!ac.signal.aborted) sendFrame(errorFrame(id, err));
       } finally {
         if (subs.get(id) === ac) subs.delete(id);
       }
@@ -184,7 +191,7 @@ export function registerWebSocket(router: Router, deps: ServerDeps): WsEndpoint 
           unsubscribe(id);
           return;
         }
-        subscribe(id, msg.after, msg.heartbeats).catch((err) => sendFrame(errorFrame(id, err)));
+        void subscribe(id, msg.after, msg.heartbeats);
       } catch (err) {
         sendFrame(errorFrame(id, err));
       }

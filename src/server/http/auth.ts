@@ -53,7 +53,7 @@ function digest(s: string): Buffer {
 }
 
 /** Splits a Host header into its name (lower-cased, brackets kept off for IPv6). */
-export function hostName(host: string): string {
+function hostName(host: string): string {
   const h = host.trim().toLowerCase();
   if (h.startsWith("[")) {
     const end = h.indexOf("]");

@@ -21,8 +21,6 @@ import { ComputerError } from "../../wire/errors.js";
 import type { Auth, AuthResult } from "./auth.js";
 import { dispatchRequest, dispatchUpgrade, type RequestLogEntry } from "./dispatch.js";
 
-export type { RequestLogEntry };
-
 export interface RouteContext {
   /** The parsed request URL (base is irrelevant: only path and query are used). */
   url: URL;
@@ -78,7 +76,7 @@ interface Route<H> {
 }
 
 /** A path's segments after the leading "/"; a trailing "" is kept so "/a/" != "/a" except for "*". */
-export function splitPath(path: string): string[] {
+function splitPath(path: string): string[] {
   return path.split("/").slice(1);
 }
 

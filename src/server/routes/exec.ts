@@ -22,7 +22,7 @@ function bad(message: string): ComputerError {
 }
 
 /** Validates a POST /v1/execs body into the runtime's (spec, options). Strict: unknown fields fail. */
-export function parseExecBody(body: Record<string, unknown>): {
+function parseExecBody(body: Record<string, unknown>): {
   spec: ExecSpec;
   options: ExecOptions;
 } {

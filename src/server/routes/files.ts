@@ -23,7 +23,7 @@ import type { ServerDeps } from "../deps.js";
 import { sendJson } from "../http/errors.js";
 import type { Params, RouteContext, Router } from "../http/router.js";
 
-export interface FileEntry {
+interface FileEntry {
   name: string;
   type: "file" | "dir" | "symlink" | "other";
   size: number;
@@ -31,7 +31,7 @@ export interface FileEntry {
 }
 
 /** Lexical validation of a workspace-relative path ("" is the root). */
-export function checkRelPath(rel: string): string {
+function checkRelPath(rel: string): string {
   if (rel.includes("\0")) throw new ComputerError("EINVAL", "path contains NUL");
   if (rel.includes("\\")) throw new ComputerError("EINVAL", "path contains a backslash");
   if (rel === "") return "";

@@ -124,7 +124,7 @@ describe.skipIf(!haveChromiumHere)("client SDK in Chromium, cross-origin", () =>
     harness = await startServer({
       server: {
         corsOrigins: [allowed.origin],
-        log: (entry) => {
+        logger: (entry) => {
           if (entry.msg === "request") requests.push(entry as (typeof requests)[number]);
         },
       },

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { UiClient } from "../src/client/ui.js";
-import type { ComputerServer } from "../src/server/server.js";
+import type { ComputerServer } from "../src/server/app.js";
 import { CHROMIUM, CHROMIUM_ARGS, haveChromium } from "./support/chromium.js";
 import { ensureDashboardBuilt } from "./support/dist.js";
 import { type Harness, startServer } from "./support/server-harness.js";

@@ -181,7 +181,7 @@ describe("resume across a server restart (durable log)", () => {
       const seen: Record<string, unknown>[] = [];
       second = await startServer({
         computer: { eventLog: `sqlite:${logPath}` },
-        server: { port, log: (e) => seen.push(e) },
+        server: { port, logger: (e) => seen.push(e) },
       });
       for (;;) {
         const { value, done } = await reader.read();

@@ -66,7 +66,7 @@ describe("package exports", () => {
       const server = createComputerServer({
         workspace,
         port: 0,
-        log: false,
+        logger: false,
         computer: (observer) => new Computer({ workspace, observer }),
       });
       const url = await server.listen();

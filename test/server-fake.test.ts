@@ -1,9 +1,9 @@
-// The server driven by a fake ComputerApi (DESIGN.md: the server knows nothing
-// about child_process). Used for what a real runtime cannot be made to do on
-// demand: fail in the middle of a stream. A mid-stream failure must end the
-// exec-wire stream with an error frame, the SSE stream with `event: error`,
-// and reach a ComputerClient consumer as that error code (not retried, not
-// silent).
+// The server driven by a fake ComputerApi (the server knows nothing about
+// child_process: it serves whatever ComputerApi it is given). Used for what a
+// real runtime cannot be made to do on demand: fail in the middle of a
+// stream. A mid-stream failure must end the exec-wire stream with an error
+// frame, the SSE stream with `event: error`, and reach a ComputerClient
+// consumer as that error code (not retried, not silent).
 
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -11,7 +11,7 @@ import path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { ComputerClient } from "../src/client/client.js";
 import type { ComputerApi, ExecHandle, ExecRecord } from "../src/runtime/types.js";
-import { type ComputerServer, createComputerServer } from "../src/server/server.js";
+import { type ComputerServer, createComputerServer } from "../src/server/app.js";
 import { ComputerError } from "../src/wire/errors.js";
 import type { ExecEvent } from "../src/wire/types.js";
 
@@ -74,7 +74,7 @@ beforeAll(async () => {
     workspace: dir,
     port: 0,
     token: "t",
-    log: false,
+    logger: false,
   });
   url = await server.listen();
 });

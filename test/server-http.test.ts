@@ -1,7 +1,8 @@
 // The HTTP API through a real socket: auth (401), Host/Origin checks (403),
 // strict bodies (malformed, wrong types, unknown fields, oversize: 4xx, never a
-// 500 or a crash), the event stream in both formats, SSE exactly as WIRE.md §2,
-// error mapping (404, 406, 409, 410), WebSocket multiplexing and /metrics.
+// 500 or a crash), the event stream in both formats, SSE exactly as
+// docs/protocol.md §2 says, error mapping (404, 406, 409, 410), WebSocket
+// multiplexing and /metrics.
 
 import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -312,6 +313,35 @@ describe("event streams", () => {
     expect(frames.find((f) => f.name === "error" && f.id === undefined)).toMatchObject({
       code: "EINVAL",
     });
+  });
+
+  it("WebSocket: unsubscribe and re-subscribe end the replaced subscription without an error frame", async () => {
+    const run = await h.client.exec("for i in $(seq 1 40); do echo $i; sleep 0.02; done", {
+      encoding: "utf8",
+    });
+    const ws = new WebSocket(`${h.url.replace("http", "ws")}/v1/ws`, { headers: auth() });
+    await new Promise((r) => ws.once("open", r));
+    const frames: Record<string, unknown>[] = [];
+    const exited = new Promise<void>((resolve) => {
+      ws.on("message", (data) => {
+        for (const line of String(data).split("\n")) if (line) frames.push(JSON.parse(line));
+        if (frames.some((f) => f.name === "exit")) resolve();
+      });
+    });
+    // Resume positions must be seqs the client has seen (later ones are EINVAL).
+    const twoFrames = () =>
+      new Promise<void>((resolve) => {
+        const poll = () => (frames.length >= 2 ? resolve() : setTimeout(poll, 10));
+        poll();
+      });
+    ws.send(JSON.stringify({ type: "subscribe", id: run.id }));
+    await twoFrames();
+    ws.send(JSON.stringify({ type: "unsubscribe", id: run.id }));
+    ws.send(JSON.stringify({ type: "subscribe", id: run.id, after: 1 }));
+    ws.send(JSON.stringify({ type: "resume", id: run.id, after: 2 }));
+    await exited;
+    ws.close();
+    expect(frames.filter((f) => f.name === "error")).toEqual([]);
   });
 });
 

@@ -221,8 +221,8 @@ describe("backpressure", () => {
 
 describe("text output (encoding utf8) with non-ASCII characters", () => {
   // The server writes ASCII frames as latin1 and hands others over as UTF-8
-  // bytes (src/server/encode-cache.ts); a batch can mix both. Every transport
-  // must deliver exactly the text the command wrote.
+  // bytes (src/server/streaming/encode-cache.ts); a batch can mix both. Every
+  // transport must deliver exactly the text the command wrote.
   const script =
     // Paced so that ASCII-only and non-ASCII output become separate events.
     "for i in 1 2 3 4 5 6 7 8 9 10; do printf 'plain %s\\n' $i; sleep 0.01; printf 'héllo ✓ 日本 😀 %s\\n' $i; sleep 0.01; done";

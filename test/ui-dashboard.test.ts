@@ -6,7 +6,7 @@
 // even when the server runs from source, so the suite builds it when stale.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { UiClient } from "../src/client/ui.js";
-import type { ComputerServer } from "../src/server/server.js";
+import type { ComputerServer } from "../src/server/app.js";
 import { ensureDashboardBuilt } from "./support/dist.js";
 import { type Harness, startServer } from "./support/server-harness.js";
 

@@ -12,10 +12,10 @@ import { type AAtUITransport, connectAAtUI, type WebSocketCtor } from "../src/au
 import { type AAtUIComponent, createAAtUIRuntime, relayWidgetId } from "../src/aui/runtime.js";
 import type { Manifest, UiEvent } from "../src/aui/types.js";
 import { UiClient } from "../src/client/ui.js";
-import { Auth } from "../src/server/auth.js";
+import { Auth } from "../src/server/http/auth.js";
+import { Router } from "../src/server/http/router.js";
 import type { UiRelay } from "../src/server/relay/registry.js";
 import { registerUiRoutes } from "../src/server/relay/routes.js";
-import { Router } from "../src/server/router.js";
 
 const TOKEN = "t0ken-for-tests";
 let server: Server;

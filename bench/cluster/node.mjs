@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openServeCluster } from "../../dist/cluster/serve.js";
 import { Computer } from "../../dist/runtime/computer.js";
-import { createComputerServer } from "../../dist/server/server.js";
+import { createComputerServer } from "../../dist/server/app.js";
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -45,7 +45,7 @@ const server = createComputerServer({
   workspace,
   port: 0,
   token: "bench",
-  log: false,
+  logger: false,
   heartbeats: false,
 });
 const url = await server.listen();

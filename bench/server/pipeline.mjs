@@ -11,8 +11,8 @@ import { rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Computer } from "../../dist/index.js";
-import { openFrameEncoder } from "../../dist/server/encode-cache.js";
-import { pumpEvents } from "../../dist/server/pump.js";
+import { FrameEncoders } from "../../dist/server/streaming/encode-cache.js";
+import { pumpEvents } from "../../dist/server/streaming/pump.js";
 
 const args = process.argv.slice(2);
 const opt = (name, def) => {
@@ -23,6 +23,7 @@ const SIZE = opt("size", 512) * 1024 * 1024;
 const REPS = opt("reps", 3);
 const ws = path.join(tmpdir(), `ac-pipeline-${process.pid}`);
 const computer = new Computer({ workspace: ws, heartbeatMs: 0 });
+const encoders = new FrameEncoders();
 
 async function once(mode) {
   const t0 = performance.now();
@@ -41,7 +42,7 @@ async function once(mode) {
       },
       drained: () => Promise.resolve(),
     };
-    const encoder = openFrameEncoder("ndjson", run.id);
+    const encoder = encoders.open("ndjson", run.id);
     await pumpEvents(run.events({ heartbeats: false }), sink, { encode: encoder.encode });
     encoder.close();
   }

@@ -15,7 +15,7 @@ import { join } from "node:path";
 import { chromium } from "playwright-core";
 import { ComputerClient } from "../../dist/client/client.js";
 import { Computer } from "../../dist/runtime/computer.js";
-import { createComputerServer } from "../../dist/server/server.js";
+import { createComputerServer } from "../../dist/server/app.js";
 
 const CHROMIUM = "/usr/bin/chromium";
 if (!existsSync(CHROMIUM)) {
@@ -34,7 +34,7 @@ const server = createComputerServer({
   computer: (observer) => new Computer({ workspace, observer }),
   workspace,
   port: 0,
-  log: false,
+  logger: false,
 });
 const base = await server.listen();
 const token = server.token;

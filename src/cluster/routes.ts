@@ -5,8 +5,8 @@
 // files and A@UI relay channels (docs/operations.md, "Pinning to a node").
 // Authenticated like every other /v1 route.
 
-import { sendJson } from "../server/http-errors.js";
-import type { Router } from "../server/router.js";
+import { sendJson } from "../server/http/errors.js";
+import type { Router } from "../server/http/router.js";
 import type { ClusterNode } from "./node.js";
 
 export function registerClusterRoutes(router: Router, cluster: ClusterNode): void {

@@ -14,12 +14,12 @@ import path from "node:path";
 import { registerClusterRoutes } from "../cluster/routes.js";
 import { openServeCluster } from "../cluster/serve.js";
 import { Computer } from "../runtime/computer.js";
-import type { ServerLimits } from "../server/deps.js";
 import {
   type ComputerServer,
   type ComputerServerOptions,
   createComputerServer,
-} from "../server/server.js";
+} from "../server/app.js";
+import type { ServerLimits } from "../server/deps.js";
 import { ComputerError } from "../wire/errors.js";
 import {
   DEFAULT_EVENT_LOG,
@@ -57,7 +57,7 @@ export interface NodeOptions {
   /** Heartbeat interval on live streams (0: off). */
   heartbeatMs?: number;
   /** Structured logger (one JSON object per call); default stdout; false silences. */
-  logger?: ComputerServerOptions["log"];
+  logger?: ComputerServerOptions["logger"];
   /** Environment to read AGENT_COMPUTER_* from (default process.env). */
   env?: NodeJS.ProcessEnv;
 }
@@ -105,7 +105,7 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
     token: options.token === undefined ? (env[ENV.token] ?? undefined) : options.token,
     ...(options.allowedHosts?.length ? { allowedHosts: options.allowedHosts } : {}),
     ...(options.corsOrigins ? { corsOrigins: options.corsOrigins } : {}),
-    ...(logger !== undefined ? { log: logger } : {}),
+    ...(logger !== undefined ? { logger } : {}),
     ...(options.limits ? { limits: options.limits } : {}),
     computer: (observer) => {
       const computer = new Computer({

@@ -19,7 +19,7 @@ import { readFile, stat } from "node:fs/promises";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { createRequire } from "node:module";
 import path from "node:path";
-import { HttpError } from "./http-errors.js";
+import { ComputerError } from "../wire/errors.js";
 
 const requireHere = createRequire(import.meta.url);
 
@@ -56,7 +56,7 @@ export async function assetsBuilt(): Promise<boolean> {
   );
 }
 
-/** Answers `/assets/<rel>`; throws a 404 HttpError for anything not served. */
+/** Answers `/assets/<rel>`; throws ENOENT (404) for anything not served. */
 export async function serveAsset(
   req: IncomingMessage,
   res: ServerResponse,
@@ -67,7 +67,7 @@ export async function serveAsset(
   if (rel === "xterm.css")
     return sendFile(req, res, xtermFile("css/xterm.css"), "public, max-age=3600");
   const built = rel.startsWith("lib/") ? rel.slice(4) : "";
-  if (!BUILT_PATH_RE.test(built)) throw new HttpError(404, "ENOENT", "no such asset");
+  if (!BUILT_PATH_RE.test(built)) throw new ComputerError("ENOENT", "no such asset");
   return sendFile(req, res, path.join(BUILT_DIR, built), "no-cache");
 }
 
@@ -78,7 +78,7 @@ async function sendFile(
   cacheControl: string,
 ): Promise<void> {
   const info = await stat(file).catch(() => undefined);
-  if (!info?.isFile()) throw new HttpError(404, "ENOENT", "no such asset");
+  if (!info?.isFile()) throw new ComputerError("ENOENT", "no such asset");
   const etag = `W/"${info.size.toString(36)}-${Math.floor(info.mtimeMs).toString(36)}"`;
   res.setHeader("cache-control", cacheControl);
   res.setHeader("etag", etag);

@@ -13,8 +13,8 @@ import type { ServerResponse } from "node:http";
 import type { ComputerApi } from "../runtime/types.js";
 import { APP_MODULE, assetsBuilt, serveAsset } from "./dashboard-assets.js";
 import { type Dashboard, DashboardDriver } from "./dashboard-driver.js";
+import type { Router } from "./http/router.js";
 import type { UiRelay } from "./relay/registry.js";
-import type { Router } from "./router.js";
 
 export type { Dashboard } from "./dashboard-driver.js";
 

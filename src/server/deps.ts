@@ -1,11 +1,12 @@
-// What route modules receive from the server: the computer, limits, metrics and
-// the log sink. One object, so the exec API, files API, WebSocket, A@UI relay and
-// dashboard are all wired the same way and a test can build it with a fake
-// ComputerApi.
+// What route modules receive from the server: the computer, limits, metrics,
+// and the frame encoders. One object built by app.ts, so the exec
+// API, files API and WebSocket are all wired the same way, a test can build it
+// with a fake ComputerApi, and nothing a route uses is module-level state
+// shared with another server in the same process.
 
 import type { ComputerApi } from "../runtime/types.js";
-import type { Auth } from "./auth.js";
 import type { ServerMetrics } from "./metrics.js";
+import type { FrameEncoders } from "./streaming/encode-cache.js";
 
 export interface ServerLimits {
   /** Max JSON request body (bytes). Default 1 MiB. */
@@ -28,16 +29,17 @@ export const DEFAULT_LIMITS: ServerLimits = {
   wsHighWaterBytes: 1024 * 1024,
 };
 
-export type LogFn = (entry: Record<string, unknown>) => void;
+/** A structured logger: one JSON object per call (the default writes one line to stdout). */
+export type LoggerFn = (entry: Record<string, unknown>) => void;
 
 export interface ServerDeps {
   computer: ComputerApi;
   /** Absolute workspace root (files API). */
   workspace: string;
-  auth: Auth;
   metrics: ServerMetrics;
   limits: ServerLimits;
-  log: LogFn;
+  /** This server's frame encoders (their cache is shared by its streams only). */
+  encoders: FrameEncoders;
   /** Deliver heartbeats on live streams. */
   heartbeats: boolean;
   /** Subscriptions currently open (for the maxSubscribers limit). */

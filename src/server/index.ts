@@ -3,11 +3,11 @@
 // A separate entry so that `import "agent-computer"` (the in-process
 // Computer) does not load the server's dependencies (ws, prom-client).
 
-export { DEFAULT_LIMITS, type ServerLimits } from "./deps.js";
 export {
   type ComputerServer,
   type ComputerServerOptions,
   createComputerServer,
   DEFAULT_HOST,
   DEFAULT_PORT,
-} from "./server.js";
+} from "./app.js";
+export { DEFAULT_LIMITS, type ServerLimits } from "./deps.js";

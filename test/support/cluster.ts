@@ -11,7 +11,7 @@ import { ComputerClient } from "../../src/client/client.js";
 import { ClusterNode } from "../../src/cluster/node.js";
 import { registerClusterRoutes } from "../../src/cluster/routes.js";
 import { Computer } from "../../src/runtime/computer.js";
-import { createComputerServer } from "../../src/server/server.js";
+import { createComputerServer } from "../../src/server/app.js";
 
 export const TOKEN = "cluster-test-token";
 
@@ -49,7 +49,13 @@ export async function startNode(
     killGraceMs: 1000,
   });
   cluster.serve(computer);
-  const server = createComputerServer({ computer, workspace, port: 0, token: TOKEN, log: false });
+  const server = createComputerServer({
+    computer,
+    workspace,
+    port: 0,
+    token: TOKEN,
+    logger: false,
+  });
   registerClusterRoutes(server.router, cluster);
   const url = await server.listen();
   cluster.liveness.advertise({ url });

@@ -12,7 +12,7 @@ import {
   type ComputerServer,
   type ComputerServerOptions,
   createComputerServer,
-} from "../../src/server/server.js";
+} from "../../src/server/app.js";
 
 export interface Harness {
   server: ComputerServer;
@@ -34,7 +34,7 @@ export async function startServer(
     workspace,
     port: 0,
     token: "test-token",
-    log: false,
+    logger: false,
     ...opts.server,
     computer: (observer) => {
       computer = new Computer({ workspace, heartbeatMs: 0, ...opts.computer, observer });

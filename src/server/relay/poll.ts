@@ -6,7 +6,7 @@
 // afterwards. With `wait`, an empty answer is held until a command arrives.
 
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { sendJson } from "../http-errors.js";
+import { sendJson } from "../http/errors.js";
 import type { RelayEntry, UiChannel } from "./channel.js";
 import { parseChannelAfter, parseWait } from "./params.js";
 

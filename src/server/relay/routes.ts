@@ -4,9 +4,9 @@
 // channel through the relay it was given, so each server has its own.
 
 import { parseAfter } from "../../wire/position.js";
-import { readJsonBody } from "../body.js";
-import { sendJson } from "../http-errors.js";
-import type { Router } from "../router.js";
+import { readJsonBody } from "../http/body.js";
+import { sendJson } from "../http/errors.js";
+import type { Router } from "../http/router.js";
 import type { Published } from "./channel.js";
 import { parseChannelAfter, parseWait } from "./params.js";
 import { servePoll } from "./poll.js";

@@ -1,16 +1,20 @@
-// The server's frame encoders (src/server/encode-cache.ts) must give
+// The server's frame encoders (encode-cache.ts) must give
 // byte-for-byte the codec's canonical text (frameToJson / formatSseEvent),
 // whatever the id, seq, stream name or value, hand over text only when it is
 // ASCII (sinks write text as latin1), and share one frame per event between
-// streams of the same execution, but only while there are two or more.
+// streams of the same execution, but only while there are two or more, and
+// only between streams of the same server.
 
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { openFrameEncoder, type StreamFormat } from "../src/server/encode-cache.js";
-import type { Frame } from "../src/server/pump.js";
-import { frameToJson } from "../src/wire/exec-wire.js";
-import { formatSseEvent } from "../src/wire/sse.js";
-import type { ExecEvent } from "../src/wire/types.js";
+import { frameToJson } from "../../wire/exec-wire.js";
+import { formatSseEvent } from "../../wire/sse.js";
+import type { ExecEvent } from "../../wire/types.js";
+import { FrameEncoders, type StreamFormat } from "./encode-cache.js";
+import type { Frame } from "./pump.js";
+
+const encoders = new FrameEncoders();
+const openFrameEncoder = (format: StreamFormat, id: string) => encoders.open(format, id);
 
 /** The bytes a sink puts on the wire for `f`: text as latin1 (after checking it is ASCII). */
 const wireBytes = (f: Frame): Buffer => {
@@ -104,6 +108,26 @@ describe("server frame encoders", () => {
       c.close();
       a.close();
       other.close();
+    }
+  });
+
+  it("keeps each server's cache to itself: streams of two servers never share frames", () => {
+    const ev: ExecEvent = { id: "x", seq: 1, name: "stdout", value: "é".repeat(1000) };
+    const serverA = new FrameEncoders();
+    const serverB = new FrameEncoders();
+    for (const format of ["ndjson", "sse"] as const) {
+      const a = serverA.open(format, "x");
+      const b = serverB.open(format, "x");
+      // One stream of "x" on each server: neither counts the other, so no caching.
+      expect(a.encode(ev)).not.toBe(b.encode(ev));
+      expect(a.encode(ev)).toEqual(b.encode(ev));
+      const a2 = serverA.open(format, "x");
+      const shared = a.encode(ev);
+      expect(a2.encode(ev)).toBe(shared); // two on server A: shared there
+      expect(b.encode(ev)).not.toBe(shared); // server B never sees A's frame
+      a.close();
+      a2.close();
+      b.close();
     }
   });
 });

@@ -23,9 +23,9 @@
 // which is then only a bounded window of wasted memory. Heartbeats are per
 // subscriber: never cached. Cached values are immutable, so sharing is safe.
 
-import { frameToJson } from "../wire/exec-wire.js";
-import { formatSseLineEvent } from "../wire/sse.js";
-import type { ExecEvent } from "../wire/types.js";
+import { frameToJson } from "../../wire/exec-wire.js";
+import { formatSseLineEvent } from "../../wire/sse.js";
+import type { ExecEvent } from "../../wire/types.js";
 import type { Frame } from "./pump.js";
 
 export type StreamFormat = "ndjson" | "sse";
@@ -40,6 +40,7 @@ export interface FrameEncoder {
 // which read close together (500 subscribers x 2 MiB in ~1.9 s, as with 8 MiB).
 const LIMIT = 1024 * 1024;
 
+/** A FIFO window of recent frames of one format, at most LIMIT bytes. */
 class FrameCache {
   private readonly map = new Map<ExecEvent, Frame>();
   private bytes = 0;
@@ -60,11 +61,6 @@ class FrameCache {
   }
 }
 
-const caches: Record<StreamFormat, FrameCache> = {
-  ndjson: new FrameCache(),
-  sse: new FrameCache(),
-};
-
 /** True when every character of `text` is ASCII: its UTF-8 length is its length (native, ~8x a regex scan). */
 const isAscii = (text: string): boolean => Buffer.byteLength(text, "utf8") === text.length;
 
@@ -72,7 +68,8 @@ const isAscii = (text: string): boolean => Buffer.byteLength(text, "utf8") === t
 function frameText(format: StreamFormat, ev: ExecEvent): string {
   if (format === "ndjson") return `${frameToJson(ev)}\n`;
   // Compact JSON is one line, and frameToJson has checked seq and name.
-  // Heartbeats carry no `id:` so they never move Last-Event-ID (WIRE.md §2).
+  // Heartbeats carry no `id:` so they never move Last-Event-ID: a reconnecting
+  // EventSource resumes after the last logged event (docs/protocol.md).
   const id = ev.name === "heartbeat" ? undefined : ev.seq;
   return formatSseLineEvent(id, ev.name, frameToJson(ev));
 }
@@ -83,11 +80,26 @@ function asFrame(text: string, known: boolean): Frame {
 }
 
 /**
- * Opens the encoder for one stream of execution `id` in `format`. Its frames
- * are byte-for-byte the codec's canonical text (frameToJson, formatSseEvent).
+ * The frame encoders of one server: its caches (one per format) are shared by
+ * the streams of that server only, so two servers in one process (tests,
+ * embedding) never see each other's frames or stream counts.
  */
-export function openFrameEncoder(format: StreamFormat, id: string): FrameEncoder {
-  const cache = caches[format];
+export class FrameEncoders {
+  private readonly caches: Record<StreamFormat, FrameCache> = {
+    ndjson: new FrameCache(),
+    sse: new FrameCache(),
+  };
+
+  /**
+   * Opens the encoder for one stream of execution `id` in `format`. Its frames
+   * are byte-for-byte the codec's canonical text (frameToJson, formatSseEvent).
+   */
+  open(format: StreamFormat, id: string): FrameEncoder {
+    return openEncoder(this.caches[format], format, id);
+  }
+}
+
+function openEncoder(cache: FrameCache, format: StreamFormat, id: string): FrameEncoder {
   cache.streams.set(id, (cache.streams.get(id) ?? 0) + 1);
   const idAscii = isAscii(id);
   let open = true;

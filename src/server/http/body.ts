@@ -5,10 +5,10 @@
 // `timeoutMs` must not be silently ignored.
 
 import type { IncomingMessage } from "node:http";
-import { HttpError } from "./http-errors.js";
+import { ComputerError } from "../../wire/errors.js";
 
 /** Default cap for JSON bodies (1 MiB). */
-export const DEFAULT_JSON_LIMIT = 1024 * 1024;
+const DEFAULT_JSON_LIMIT = 1024 * 1024;
 
 /** Reads the whole body, failing with 413 `ETOOLARGE` past `limit` bytes. */
 export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
@@ -16,7 +16,7 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
     const declared = Number(req.headers["content-length"]);
     if (Number.isFinite(declared) && declared > limit) {
       req.resume();
-      reject(new HttpError(413, "ETOOLARGE", `body larger than ${limit} bytes`));
+      reject(new ComputerError("ETOOLARGE", `body larger than ${limit} bytes`));
       return;
     }
     const chunks: Buffer[] = [];
@@ -29,7 +29,7 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
         done = true;
         chunks.length = 0;
         req.resume(); // keep draining so the 413 can be delivered
-        reject(new HttpError(413, "ETOOLARGE", `body larger than ${limit} bytes`));
+        reject(new ComputerError("ETOOLARGE", `body larger than ${limit} bytes`));
         return;
       }
       chunks.push(chunk);
@@ -42,7 +42,7 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
     req.on("error", (err) => {
       if (done) return;
       done = true;
-      reject(new HttpError(400, "EINVAL", `request body failed: ${err.message}`));
+      reject(new ComputerError("EINVAL", `request body failed: ${err.message}`));
     });
   });
 }
@@ -60,19 +60,19 @@ export async function readJsonBody(
   const buf = await readBody(req, options.limit ?? DEFAULT_JSON_LIMIT);
   if (buf.length === 0) {
     if (options.allowEmpty) return {};
-    throw new HttpError(400, "EINVAL", "request body required (JSON object)");
+    throw new ComputerError("EINVAL", "request body required (JSON object)");
   }
   if (type !== "" && !/^application\/(?:[\w.+-]+\+)?json\b/.test(type)) {
-    throw new HttpError(415, "EUNSUPPORTED_MEDIA", "content-type must be application/json");
+    throw new ComputerError("EUNSUPPORTED_MEDIA", "content-type must be application/json");
   }
   let value: unknown;
   try {
     value = JSON.parse(buf.toString("utf8"));
   } catch (err) {
-    throw new HttpError(400, "EINVAL", `malformed JSON body: ${(err as Error).message}`);
+    throw new ComputerError("EINVAL", `malformed JSON body: ${(err as Error).message}`);
   }
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    throw new HttpError(400, "EINVAL", "body must be a JSON object");
+    throw new ComputerError("EINVAL", "body must be a JSON object");
   }
   return value as Record<string, unknown>;
 }
@@ -84,6 +84,6 @@ export function rejectUnknownFields(
 ): void {
   const extra = Object.keys(body).filter((k) => !allowed.includes(k));
   if (extra.length > 0) {
-    throw new HttpError(400, "EINVAL", `unknown field(s): ${extra.join(", ")}`);
+    throw new ComputerError("EINVAL", `unknown field(s): ${extra.join(", ")}`);
   }
 }

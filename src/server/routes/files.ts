@@ -17,12 +17,13 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import path from "node:path";
 import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { resolveInWorkspace } from "../runtime/paths.js";
-import type { ServerDeps } from "./deps.js";
-import { HttpError, sendJson } from "./http-errors.js";
-import type { Params, RouteContext, Router } from "./router.js";
+import { resolveInWorkspace } from "../../runtime/paths.js";
+import { ComputerError } from "../../wire/errors.js";
+import type { ServerDeps } from "../deps.js";
+import { sendJson } from "../http/errors.js";
+import type { Params, RouteContext, Router } from "../http/router.js";
 
-export interface FileEntry {
+interface FileEntry {
   name: string;
   type: "file" | "dir" | "symlink" | "other";
   size: number;
@@ -30,18 +31,18 @@ export interface FileEntry {
 }
 
 /** Lexical validation of a workspace-relative path ("" is the root). */
-export function checkRelPath(rel: string): string {
-  if (rel.includes("\0")) throw new HttpError(400, "EINVAL", "path contains NUL");
-  if (rel.includes("\\")) throw new HttpError(400, "EINVAL", "path contains a backslash");
+function checkRelPath(rel: string): string {
+  if (rel.includes("\0")) throw new ComputerError("EINVAL", "path contains NUL");
+  if (rel.includes("\\")) throw new ComputerError("EINVAL", "path contains a backslash");
   if (rel === "") return "";
   const trimmed = rel.endsWith("/") ? rel.slice(0, -1) : rel;
-  if (trimmed.startsWith("/")) throw new HttpError(400, "EINVAL", "absolute paths are not allowed");
+  if (trimmed.startsWith("/")) throw new ComputerError("EINVAL", "absolute paths are not allowed");
   for (const seg of trimmed.split("/")) {
     if (seg === "" || seg === "." || seg === "..") {
-      throw new HttpError(400, "EINVAL", `path segment ${JSON.stringify(seg)} is not allowed`);
+      throw new ComputerError("EINVAL", `path segment ${JSON.stringify(seg)} is not allowed`);
     }
   }
-  if (Buffer.byteLength(trimmed) > 4096) throw new HttpError(400, "EINVAL", "path too long");
+  if (Buffer.byteLength(trimmed) > 4096) throw new ComputerError("EINVAL", "path too long");
   return trimmed;
 }
 
@@ -70,7 +71,7 @@ async function getFile(
   const { rel, abs } = await resolve(deps, params);
   const st = await stat(abs);
   if (ctx.url.searchParams.has("list")) {
-    if (!st.isDirectory()) throw new HttpError(400, "ENOTDIR", `${rel || "/"} is not a directory`);
+    if (!st.isDirectory()) throw new ComputerError("ENOTDIR", `${rel || "/"} is not a directory`);
     const dirents = await readdir(abs, { withFileTypes: true });
     const entries: FileEntry[] = [];
     for (const d of dirents) {
@@ -91,9 +92,9 @@ async function getFile(
     return;
   }
   if (st.isDirectory()) {
-    throw new HttpError(400, "EISDIR", `${rel || "/"} is a directory (add ?list to list it)`);
+    throw new ComputerError("EISDIR", `${rel || "/"} is a directory (add ?list to list it)`);
   }
-  if (!st.isFile()) throw new HttpError(400, "EINVAL", `${rel} is not a regular file`);
+  if (!st.isFile()) throw new ComputerError("EINVAL", `${rel} is not a regular file`);
   res.statusCode = 200;
   res.setHeader("content-type", "application/octet-stream");
   res.setHeader("content-length", st.size);
@@ -120,14 +121,15 @@ async function putFile(
   params: Params,
 ): Promise<void> {
   const { rel, abs } = await resolve(deps, params);
-  if (rel === "") throw new HttpError(400, "EINVAL", "a file path is required");
+  if (rel === "") throw new ComputerError("EINVAL", "a file path is required");
   const limit = deps.limits.maxFileBytes;
   const declared = Number(req.headers["content-length"]);
   if (Number.isFinite(declared) && declared > limit) {
-    throw new HttpError(413, "ETOOLARGE", `file larger than ${limit} bytes`);
+    throw new ComputerError("ETOOLARGE", `file larger than ${limit} bytes`);
   }
   const existing = await stat(abs).catch(() => undefined);
-  if (existing?.isDirectory()) throw new HttpError(409, "EISDIR", `${rel} is a directory`);
+  if (existing?.isDirectory())
+    throw new ComputerError("EISDIR", `${rel} is a directory`, { status: 409 });
   const dir = path.dirname(abs);
   await mkdir(dir, { recursive: true });
   // Re-check after creating parents: the created part cannot hold symlinks, but be strict.
@@ -137,7 +139,7 @@ async function putFile(
   const counter = new Transform({
     transform(chunk: Buffer, _enc, cb) {
       size += chunk.length;
-      if (size > limit) cb(new HttpError(413, "ETOOLARGE", `file larger than ${limit} bytes`));
+      if (size > limit) cb(new ComputerError("ETOOLARGE", `file larger than ${limit} bytes`));
       else cb(null, chunk);
     },
   });
@@ -146,9 +148,9 @@ async function putFile(
     await rename(tmp, abs);
   } catch (err) {
     await unlink(tmp).catch(() => {});
-    if (err instanceof HttpError) throw err;
+    if (err instanceof ComputerError) throw err;
     if ((err as { code?: string }).code === "ERR_STREAM_PREMATURE_CLOSE") {
-      throw new HttpError(400, "EINVAL", "upload aborted");
+      throw new ComputerError("EINVAL", "upload aborted");
     }
     throw err;
   }
@@ -162,7 +164,7 @@ async function deleteFile(
   ctx: RouteContext,
 ): Promise<void> {
   const rel = checkRelPath(params["*"] ?? "");
-  if (rel === "") throw new HttpError(400, "EINVAL", "refusing to delete the workspace root");
+  if (rel === "") throw new ComputerError("EINVAL", "refusing to delete the workspace root");
   // Resolve the parent, not the entry: deleting a symlink removes the link itself
   // (never its target), and a link pointing outside may still be removed.
   const parent = await resolveInWorkspace(deps.workspace, path.posix.dirname(rel));

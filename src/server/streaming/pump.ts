@@ -1,7 +1,7 @@
 // The streaming hot path: moves events from an execution's ReadableStream to a
 // byte sink (an HTTP response or a WebSocket) as pre-encoded frames.
 //
-// Why this shape (PERF-NOTES.md):
+// Why this shape (measured; docs/benchmarks.md has the server figures):
 // - One `reader.read()` per event and nothing else per event: no pipeThrough
 //   hops, no per-event write. Encoded frames collect into a batch that is
 //   written with ONE write when the stream's queue is momentarily empty (the
@@ -13,7 +13,7 @@
 //   the sink drains. A slow client therefore only falls behind in the log; it
 //   never grows server memory or slows the process or other subscribers.
 
-import type { ExecEvent } from "../wire/types.js";
+import type { ExecEvent } from "../../wire/types.js";
 
 /**
  * One encoded frame: bytes, or ASCII text. Text goes to the socket without an
@@ -46,11 +46,12 @@ export interface PumpOptions {
   onBytes?(n: number): void;
 }
 
+/** Why a pump stopped: the exit event went out, the stream ended, the sink closed, or the stream failed. */
 export type PumpEnd =
-  | { kind: "exit"; lastSeq: number }
-  | { kind: "eof"; lastSeq: number }
-  | { kind: "closed"; lastSeq: number }
-  | { kind: "error"; error: unknown; lastSeq: number };
+  | { kind: "exit" }
+  | { kind: "eof" }
+  | { kind: "closed" }
+  | { kind: "error"; error: unknown };
 
 const TICK = Symbol("tick");
 
@@ -68,7 +69,6 @@ export async function pumpEvents(
   const limit = options.batchBytes ?? 256 * 1024;
   let batch: Frame[] = [];
   let batchSize = 0;
-  let lastSeq = 0;
   let tick: Promise<typeof TICK> | null = null;
   const nextTick = (): Promise<typeof TICK> => {
     if (tick === null) {
@@ -99,30 +99,29 @@ export async function pumpEvents(
     for (;;) {
       const r = batch.length > 0 ? await Promise.race([pending, nextTick()]) : await pending;
       if (r === TICK) {
-        if (!(await flush())) return { kind: "closed", lastSeq };
+        if (!(await flush())) return { kind: "closed" };
         continue;
       }
       if (r.done) {
-        if (!(await flush())) return { kind: "closed", lastSeq };
-        return { kind: "eof", lastSeq };
+        if (!(await flush())) return { kind: "closed" };
+        return { kind: "eof" };
       }
       const ev = r.value;
-      if (sink.closed) return { kind: "closed", lastSeq };
+      if (sink.closed) return { kind: "closed" };
       const bytes = options.encode(ev);
-      if (ev.name !== "heartbeat") lastSeq = ev.seq;
       if (ev.name === "exit") {
         if (bytes) {
           batch.push(bytes);
           batchSize += bytes.length;
         }
-        if (!(await flush())) return { kind: "closed", lastSeq };
-        return { kind: "exit", lastSeq };
+        if (!(await flush())) return { kind: "closed" };
+        return { kind: "exit" };
       }
       pending = reader.read();
       if (bytes) {
         batch.push(bytes);
         batchSize += bytes.length;
-        if (batchSize >= limit && !(await flush())) return { kind: "closed", lastSeq };
+        if (batchSize >= limit && !(await flush())) return { kind: "closed" };
       }
     }
   } catch (error) {
@@ -132,7 +131,7 @@ export async function pumpEvents(
     } catch {
       // sink gone
     }
-    return { kind: "error", error, lastSeq };
+    return { kind: "error", error };
   } finally {
     reader.cancel().catch(() => {});
     // A pending read on a cancelled reader settles; ignore it.

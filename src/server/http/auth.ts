@@ -17,7 +17,7 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import { isIP } from "node:net";
-import { HttpError } from "./http-errors.js";
+import { ComputerError } from "../../wire/errors.js";
 
 export interface AuthOptions {
   /** The bearer token; `null` disables token auth (Host/Origin checks still apply). */
@@ -53,7 +53,7 @@ function digest(s: string): Buffer {
 }
 
 /** Splits a Host header into its name (lower-cased, brackets kept off for IPv6). */
-export function hostName(host: string): string {
+function hostName(host: string): string {
   const h = host.trim().toLowerCase();
   if (h.startsWith("[")) {
     const end = h.indexOf("]");
@@ -106,13 +106,13 @@ export class Auth {
     return timingSafeEqual(digest(candidate), this.tokenDigest);
   }
 
-  /** Host and Origin checks only: used by open routes such as /healthz too. Throws 403. */
+  /** Host and Origin checks only: used by open routes such as /healthz too. Throws EFORBIDDEN (403). */
   checkHostAndOrigin(req: IncomingMessage): AuthResult {
     const host = req.headers.host;
-    if (!host) throw new HttpError(403, "EFORBIDDEN", "missing Host header");
+    if (!host) throw new ComputerError("EFORBIDDEN", "missing Host header");
     const name = hostName(host);
     if (!this.anyHost && !isLoopbackName(name) && !this.allowedHosts.has(name)) {
-      throw new HttpError(403, "EFORBIDDEN", `host not allowed: ${name}`);
+      throw new ComputerError("EFORBIDDEN", `host not allowed: ${name}`);
     }
     const origin = req.headers.origin;
     if (origin === undefined || origin === "") return {};
@@ -121,15 +121,15 @@ export class Auth {
     try {
       parsed = new URL(origin);
     } catch {
-      throw new HttpError(403, "EFORBIDDEN", "malformed Origin header");
+      throw new ComputerError("EFORBIDDEN", "malformed Origin header");
     }
     const normalized = `${parsed.protocol}//${parsed.host}`;
     if (parsed.host.toLowerCase() === host.trim().toLowerCase()) return {}; // same origin
     if (this.corsOrigins.has(normalized)) return { corsOrigin: normalized };
-    throw new HttpError(403, "EFORBIDDEN", `origin not allowed: ${normalized}`);
+    throw new ComputerError("EFORBIDDEN", `origin not allowed: ${normalized}`);
   }
 
-  /** Full check for a protected route; throws 401/403 HttpErrors. */
+  /** Full check for a protected route; throws EUNAUTHORIZED (401) or EFORBIDDEN (403). */
   check(req: IncomingMessage, url: URL): AuthResult {
     const result = this.checkHostAndOrigin(req);
     if (this.tokenDigest === null) return result;
@@ -137,12 +137,12 @@ export class Auth {
     if (typeof authz === "string" && authz.length > 0) {
       const m = /^Bearer\s+(\S+)\s*$/i.exec(authz);
       if (m && this.tokenMatches(m[1])) return result;
-      throw new HttpError(401, "EUNAUTHORIZED", "invalid bearer token");
+      throw new ComputerError("EUNAUTHORIZED", "invalid bearer token");
     }
     const queryToken = url.searchParams.get("token");
     if (queryToken !== null) {
       if (!this.tokenMatches(queryToken)) {
-        throw new HttpError(401, "EUNAUTHORIZED", "invalid token");
+        throw new ComputerError("EUNAUTHORIZED", "invalid token");
       }
       result.setCookie = `${this.cookieName}=${encodeURIComponent(queryToken)}; HttpOnly; SameSite=Strict; Path=/`;
       return result;
@@ -156,10 +156,9 @@ export class Auth {
         // a malformed cookie is just a wrong token
       }
       if (this.tokenMatches(value)) return result;
-      throw new HttpError(401, "EUNAUTHORIZED", "invalid token cookie");
+      throw new ComputerError("EUNAUTHORIZED", "invalid token cookie");
     }
-    throw new HttpError(
-      401,
+    throw new ComputerError(
       "EUNAUTHORIZED",
       "missing token: send Authorization: Bearer <token> (printed by `agent-computer serve`)",
     );

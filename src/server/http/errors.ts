@@ -1,30 +1,16 @@
 // Errors -> HTTP. Every failure the server reports is JSON
-// `{ "error": { "code", "message", ...extra } }` with a status derived from the
-// error's `code`, so clients branch on codes, never on text, and no input can
-// turn into a bare 500 page. Only an error without a known code is a 500, and
-// its message is not echoed (it may carry internals); it is logged instead.
+// `{ "error": { "code", "message", "earliestSeq"? } }` with the status the
+// error carries (ComputerError.status: its code's usual status from
+// ERROR_STATUS, unless the throw site chose another), so clients branch on
+// codes, never on text, and no input can turn into a bare 500 page. Only an
+// error without a known code is a 500, and its message is not echoed (it may
+// carry internals); the router logs it instead. After the first byte of an
+// event stream the same mapping gives the in-band error frame.
 
 import type { ServerResponse } from "node:http";
-import {
-  ComputerError,
-  codeOf,
-  ERROR_STATUS,
-  type ErrorCode,
-  isErrorCode,
-  toErrorCode,
-} from "../wire/errors.js";
-
-/** A ComputerError that also fixes the HTTP status (e.g. 413 and 429 both carry `ELIMIT`). */
-export class HttpError extends ComputerError {
-  constructor(
-    status: number,
-    code: ErrorCode,
-    message: string,
-    extra?: { earliestSeq?: number; cause?: unknown },
-  ) {
-    super(code, message, { ...extra, status });
-  }
-}
+import type { Duplex } from "node:stream";
+import { ComputerError, isErrorCode, toErrorCode } from "../../wire/errors.js";
+import type { ErrorFrame } from "../../wire/types.js";
 
 /** Node's fs error codes that may surface from the files API, mapped to ours. */
 const FS_CODES: Record<string, string> = {
@@ -40,27 +26,6 @@ const FS_CODES: Record<string, string> = {
   EFBIG: "ETOOLARGE",
   ENOSPC: "ELIMIT",
 };
-
-/**
- * 410 ELOG_TRUNCATED when a resume after `after` would miss events the log has
- * already dropped. One check for every transport (HTTP events, WebSocket).
- */
-export function assertRetained(after: number, info: { earliestSeq: number }): void {
-  if (after + 1 < info.earliestSeq && info.earliestSeq > 1) {
-    throw new HttpError(
-      410,
-      "ELOG_TRUNCATED",
-      `events after ${after} were dropped; the earliest retained seq is ${info.earliestSeq}`,
-      { earliestSeq: info.earliestSeq },
-    );
-  }
-}
-
-export function statusForError(err: unknown): number {
-  if (err instanceof HttpError) return err.status;
-  const code = codeOf(err);
-  return code === undefined ? 500 : ERROR_STATUS[code];
-}
 
 /** A code on a thrown value, ours or Node's (fs errors carry theirs). */
 function rawCodeOf(err: unknown): string | undefined {
@@ -108,16 +73,31 @@ function fsMessage(code: string): string {
   }
 }
 
-/** Normalises any thrown value to a ComputerError with the status it will be sent with. */
-export function toHttpError(err: unknown): HttpError {
-  if (err instanceof HttpError) return err;
+/**
+ * Normalises any thrown value to the ComputerError it will be sent as: ours
+ * pass unchanged (with their status), fs errors get our code, anything else
+ * becomes a 500 EINTERNAL that keeps the original as `cause`.
+ */
+export function toComputerError(err: unknown): ComputerError {
+  if (err instanceof ComputerError) return err;
   const body = errorBody(err).error;
-  const code = toErrorCode(body.code);
-  const status = err instanceof ComputerError ? err.status : ERROR_STATUS[code];
-  return new HttpError(status, code, body.message, {
+  return new ComputerError(toErrorCode(body.code), body.message, {
     earliestSeq: body.earliestSeq,
     cause: err,
   });
+}
+
+/** The in-band form of `err` on an event stream, for execution `id` (none: about the request). */
+export function errorFrame(id: string | undefined, err: unknown): ErrorFrame {
+  const e = toComputerError(err);
+  const frame: ErrorFrame = {
+    ...(id !== undefined ? { id } : {}),
+    name: "error",
+    code: e.code,
+    message: e.message,
+  };
+  if (e.earliestSeq !== undefined) frame.earliestSeq = e.earliestSeq;
+  return frame;
 }
 
 /** Sends `err` as JSON. If headers already went out, the response is destroyed instead. */
@@ -126,7 +106,7 @@ export function sendError(
   err: unknown,
   headers?: Record<string, string>,
 ): void {
-  const e = toHttpError(err);
+  const e = toComputerError(err);
   if (res.headersSent) {
     res.destroy();
     return;
@@ -149,4 +129,34 @@ export function sendJson(res: ServerResponse, status: number, value: unknown): v
   res.setHeader("content-length", Buffer.byteLength(body));
   res.setHeader("cache-control", "no-store");
   res.end(body);
+}
+
+/** Answers a failed upgrade with a plain HTTP error response on the raw socket, then closes it. */
+export function rejectUpgrade(socket: Duplex, err: unknown): void {
+  if (socket.destroyed) return;
+  const e = toComputerError(err);
+  const body = JSON.stringify(errorBody(e));
+  socket.end(
+    `HTTP/1.1 ${e.status} ${statusText(e.status)}\r\n` +
+      "Connection: close\r\n" +
+      "Content-Type: application/json; charset=utf-8\r\n" +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+  );
+}
+
+function statusText(status: number): string {
+  switch (status) {
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Error";
+  }
 }

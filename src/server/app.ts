@@ -1,7 +1,10 @@
-// The agent-computer HTTP server: wires the router (auth, errors, logging), the
-// exec API, WebSocket, files API, A@UI relay and dashboard around one
-// ComputerApi. It never touches child_process: give it the in-process Computer
-// (or a fake in tests) and it serves whatever that computer does.
+// The agent-computer HTTP server, composed: one ComputerApi behind a router
+// (auth, errors, request log: http/), the exec API, files API and WebSocket
+// (routes/), the A@UI relay and the dashboard, plus what they share (limits,
+// metrics, frame encoders). Every piece of state is created here, per server,
+// so two servers in one process share nothing. It never touches
+// child_process: give it the in-process Computer (or a fake in tests) and it
+// serves whatever that computer does.
 //
 // Lifecycle: listen() binds (loopback by default) and resolves the base URL;
 // close() is the graceful shutdown used on SIGINT/SIGTERM: stop accepting,
@@ -11,26 +14,28 @@
 
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { ComputerApi, ExecRecord } from "../runtime/types.js";
-import { Auth, generateToken } from "./auth.js";
-import { type Dashboard, registerDashboard } from "./dashboard.js";
-import { DEFAULT_LIMITS, type LogFn, type ServerDeps, type ServerLimits } from "./deps.js";
-import { registerExecRoutes } from "./exec-routes.js";
-import { registerFilesRoutes } from "./files-routes.js";
-import { sendJson } from "./http-errors.js";
+import type { ComputerApi } from "../runtime/types.js";
+import { registerDashboard } from "./dashboard.js";
+import { DEFAULT_LIMITS, type LoggerFn, type ServerDeps, type ServerLimits } from "./deps.js";
+import { createExecObserver, type ExecObserver } from "./exec-observer.js";
+import { Auth, generateToken } from "./http/auth.js";
+import { Router } from "./http/router.js";
 import { createMetrics, type ServerMetrics } from "./metrics.js";
 import { registerUiRoutes } from "./relay/routes.js";
-import { Router } from "./router.js";
-import { registerWebSocket } from "./ws.js";
+import { registerExecRoutes } from "./routes/exec.js";
+import { registerFilesRoutes } from "./routes/files.js";
+import { registerMetaRoutes } from "./routes/meta.js";
+import { registerWebSocket } from "./routes/ws.js";
+import { FrameEncoders } from "./streaming/encode-cache.js";
 
-/** Hooks the runtime calls per execution (structured logs, metrics). */
-export interface ExecObserver {
-  started?(rec: ExecRecord): void;
-  finished?(rec: ExecRecord): void;
-}
+export type { ExecObserver, LoggerFn };
 
 export const DEFAULT_PORT = 8787;
 export const DEFAULT_HOST = "127.0.0.1";
+/** Node 20's default is 16 KiB; see the comment at createServer below. */
+const DEFAULT_SOCKET_HIGH_WATER_MARK = 512 * 1024;
+const DEFAULT_SHUTDOWN_GRACE_MS = 2000;
+const KEEP_ALIVE_TIMEOUT_MS = 5_000;
 
 export interface ComputerServerOptions {
   /** The computer to serve, or a factory that receives the server's observer (logs, metrics). */
@@ -50,8 +55,8 @@ export interface ComputerServerOptions {
   limits?: Partial<ServerLimits>;
   /** Heartbeats on live streams (default true). */
   heartbeats?: boolean;
-  /** Structured log sink (one JSON object per line); default stdout; false silences. */
-  log?: LogFn | false;
+  /** Structured logger (one JSON object per entry); default one line on stdout; false silences. */
+  logger?: LoggerFn | false;
   /** Socket/response stream high-water mark in bytes (default 512 KiB). */
   socketHighWaterMark?: number;
   /** How long close() lets open streams finish after the computer closed (default 2000 ms). */
@@ -78,47 +83,19 @@ function isWildcard(host: string): boolean {
   return host === "0.0.0.0" || host === "::" || host === "";
 }
 
-function defaultLog(entry: Record<string, unknown>): void {
+function stdoutLogger(entry: Record<string, unknown>): void {
   process.stdout.write(`${JSON.stringify({ ts: new Date().toISOString(), ...entry })}\n`);
 }
 
 export function createComputerServer(options: ComputerServerOptions): ComputerServer {
   const host = options.host ?? DEFAULT_HOST;
   const token = options.token === undefined ? generateToken() : options.token;
-  const log: LogFn = options.log === false ? () => {} : (options.log ?? defaultLog);
+  const logger: LoggerFn = options.logger === false ? () => {} : (options.logger ?? stdoutLogger);
   const limits: ServerLimits = { ...DEFAULT_LIMITS, ...options.limits };
   const metrics = createMetrics();
-  let dashboard: Dashboard | undefined;
-  const observer: ExecObserver = {
-    started(rec) {
-      dashboard?.started(rec);
-      metrics.executionsStarted.inc();
-      metrics.executionsRunning.inc();
-      log({
-        msg: "exec start",
-        id: rec.id,
-        command: rec.command,
-        cwd: rec.cwd,
-        pid: rec.pid,
-        node: rec.node,
-      });
-    },
-    finished(rec) {
-      dashboard?.finished(rec);
-      metrics.executionsRunning.dec();
-      metrics.executionsFinished.inc({ reason: rec.state });
-      log({
-        msg: "exec exit",
-        id: rec.id,
-        state: rec.state,
-        exitCode: rec.exitCode,
-        signal: rec.signal,
-        ms: rec.endedAt !== undefined ? rec.endedAt - rec.startedAt : undefined,
-      });
-    },
-  };
+  const execs = createExecObserver(logger, metrics);
   const computer =
-    typeof options.computer === "function" ? options.computer(observer) : options.computer;
+    typeof options.computer === "function" ? options.computer(execs.observer) : options.computer;
   const auth = new Auth({
     token,
     allowedHosts: options.allowedHosts ?? (isWildcard(host) ? [] : [host]),
@@ -128,33 +105,27 @@ export function createComputerServer(options: ComputerServerOptions): ComputerSe
   let closing = false;
   const router = new Router({
     auth,
-    onRequest: (entry) => log(entry as unknown as Record<string, unknown>),
+    onRequest: (entry) => logger(entry as unknown as Record<string, unknown>),
     onError: (code) => metrics.errors.inc({ code }),
   });
   const deps: ServerDeps = {
     computer,
     workspace: options.workspace,
-    auth,
     metrics,
     limits,
-    log,
+    encoders: new FrameEncoders(),
     heartbeats: options.heartbeats ?? true,
     subscriptions: { count: 0 },
     isClosing: () => closing,
   };
 
-  router.get("/healthz", (_req, res) => sendJson(res, 200, { ok: !closing }), { public: true });
-  router.get("/metrics", async (_req, res) => {
-    const text = await metrics.registry.metrics();
-    res.statusCode = 200;
-    res.setHeader("content-type", metrics.registry.contentType);
-    res.end(text);
-  });
+  registerMetaRoutes(router, deps);
   registerExecRoutes(router, deps);
   registerFilesRoutes(router, deps);
   const ws = registerWebSocket(router, deps);
   const relay = registerUiRoutes(router, {});
-  dashboard = registerDashboard(router, { computer, relay });
+  const dashboard = registerDashboard(router, { computer, relay });
+  execs.attach(dashboard);
 
   // Node 20's default stream high-water mark is 16 KiB: a single 64 KiB output
   // chunk (~87 KiB as exec-wire) would make every res.write() report "full"
@@ -162,7 +133,10 @@ export function createComputerServer(options: ComputerServerOptions): ComputerSe
   // stop-and-go per chunk. A larger mark lets a few frames queue in user space
   // while the kernel sends the previous ones; backpressure still holds.
   const httpServer = createServer(
-    { keepAliveTimeout: 5_000, highWaterMark: options.socketHighWaterMark ?? 512 * 1024 },
+    {
+      keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+      highWaterMark: options.socketHighWaterMark ?? DEFAULT_SOCKET_HIGH_WATER_MARK,
+    },
     router.handle,
   );
   httpServer.on("upgrade", router.handleUpgrade);
@@ -173,7 +147,7 @@ export function createComputerServer(options: ComputerServerOptions): ComputerSe
 
   let url = "";
   let closed: Promise<void> | undefined;
-  const server: ComputerServer = {
+  return {
     get url() {
       return url;
     },
@@ -194,6 +168,7 @@ export function createComputerServer(options: ComputerServerOptions): ComputerSe
           const addr = httpServer.address() as AddressInfo;
           const shown = isWildcard(host) ? "127.0.0.1" : host;
           url = `http://${shown.includes(":") ? `[${shown}]` : shown}:${addr.port}`;
+          // Two local servers on different ports must not overwrite each other's cookie.
           auth.cookieName = `agent_computer_token_${addr.port}`;
           resolve(url);
         });
@@ -202,16 +177,16 @@ export function createComputerServer(options: ComputerServerOptions): ComputerSe
     close() {
       if (closed) return closed;
       closing = true;
-      dashboard?.close();
+      dashboard.close();
       closed = (async () => {
         const stopped = new Promise<void>((resolve) => httpServer.close(() => resolve()));
         httpServer.closeIdleConnections();
         try {
           await computer.close();
         } catch (err) {
-          log({ msg: "computer close failed", error: String(err) });
+          logger({ msg: "computer close failed", error: String(err) });
         }
-        const graceEnd = Date.now() + (options.shutdownGraceMs ?? 2000);
+        const graceEnd = Date.now() + (options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS);
         while (deps.subscriptions.count > 0 && Date.now() < graceEnd) {
           await new Promise((r) => setTimeout(r, 20));
         }
@@ -224,5 +199,4 @@ export function createComputerServer(options: ComputerServerOptions): ComputerSe
       return closed;
     },
   };
-  return server;
 }

@@ -1,0 +1,214 @@
+// WebSocket /v1/ws: many executions multiplexed on one socket (docs/api.md).
+//
+// Client -> server, JSON text messages:
+//   {"type":"subscribe","id":"r1","after":0|"tail","heartbeats":true}
+//   {"type":"resume","id":"r1","after":41}     (same as subscribe; after required)
+//   {"type":"unsubscribe","id":"r1"}
+// Server -> client, text messages holding one or more complete exec-wire lines
+// (each ending in "\n"), so a client feeds every message to the same JSONL
+// decoder it uses over HTTP. A subscription ends after its exit frame, or with
+// an exec-wire error frame carrying its id (ENOENT, ELOG_TRUNCATED with
+// earliestSeq, ...). A bad message gets an error frame without id (EINVAL).
+//
+// Each subscription is its own pump over the execution's event stream, so a
+// slow execution never stalls another. Backpressure is per socket: while
+// `bufferedAmount` is over the high-water mark every pump on that socket stops
+// reading and resumes when the send callbacks bring it back down.
+
+import type { IncomingMessage } from "node:http";
+import type { Duplex } from "node:stream";
+import { type WebSocket, WebSocketServer } from "ws";
+import { ComputerError } from "../../wire/errors.js";
+import { encodeErrorFrame } from "../../wire/exec-wire.js";
+import { type After, parseAfter } from "../../wire/position.js";
+import type { ErrorFrame } from "../../wire/types.js";
+import type { ServerDeps } from "../deps.js";
+import { errorFrame } from "../http/errors.js";
+import type { Router } from "../http/router.js";
+import { type ByteSink, pumpEvents } from "../streaming/pump.js";
+import { webSocketSink } from "../streaming/sinks.js";
+import { openSubscription } from "../streaming/subscribe.js";
+
+const MAX_MESSAGE_BYTES = 64 * 1024;
+/** Ping every this often; a socket that did not answer the previous ping is cut. */
+const PING_MS = 30_000;
+const MESSAGE_FIELDS = ["type", "id", "after", "heartbeats"];
+
+/** A subscribe/resume/unsubscribe message, validated. */
+type Message =
+  | { type: "unsubscribe"; id: string }
+  | { type: "subscribe"; id: string; after: After; heartbeats: boolean };
+
+/** The JSON object of a text message with a non-empty string `id`; EINVAL otherwise. */
+function parseEnvelope(data: unknown, isBinary: boolean): Record<string, unknown> & { id: string } {
+  if (isBinary) throw new ComputerError("EINVAL", "messages must be JSON text");
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(String(data));
+  } catch {
+    throw new ComputerError("EINVAL", "malformed JSON message");
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    throw new ComputerError("EINVAL", "message must be a JSON object");
+  }
+  const msg = parsed as Record<string, unknown>;
+  const extra = Object.keys(msg).filter((k) => !MESSAGE_FIELDS.includes(k));
+  if (extra.length) throw new ComputerError("EINVAL", `unknown field(s): ${extra.join(", ")}`);
+  if (typeof msg.id !== "string" || msg.id === "") {
+    throw new ComputerError("EINVAL", "id must be a non-empty string");
+  }
+  return msg as Record<string, unknown> & { id: string };
+}
+
+/** The rest of a message whose envelope is valid; errors belong to that id. */
+function parseMessage(msg: Record<string, unknown> & { id: string }): Message {
+  if (msg.type === "unsubscribe") {
+    if (msg.after !== undefined || msg.heartbeats !== undefined) {
+      throw new ComputerError("EINVAL", "unsubscribe takes only id");
+    }
+    return { type: "unsubscribe", id: msg.id };
+  }
+  if (msg.type !== "subscribe" && msg.type !== "resume") {
+    throw new ComputerError("EINVAL", 'type must be "subscribe", "resume" or "unsubscribe"');
+  }
+  if (msg.type === "resume" && msg.after === undefined) {
+    throw new ComputerError("EINVAL", "resume requires after");
+  }
+  const after = parseAfter(msg.after);
+  if (msg.heartbeats !== undefined && typeof msg.heartbeats !== "boolean") {
+    throw new ComputerError("EINVAL", "heartbeats must be a boolean");
+  }
+  return { type: "subscribe", id: msg.id, after, heartbeats: msg.heartbeats !== false };
+}
+
+export interface WsEndpoint {
+  wss: WebSocketServer;
+  closeAll(): void;
+}
+
+export function registerWebSocket(router: Router, deps: ServerDeps): WsEndpoint {
+  const wss = new WebSocketServer({
+    noServer: true,
+    maxPayload: MAX_MESSAGE_BYTES,
+    perMessageDeflate: false, // compression costs more CPU than loopback bandwidth saves
+  });
+
+  router.upgrade("/v1/ws", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    if (deps.isClosing()) throw new ComputerError("EUNAVAILABLE", "server is shutting down");
+    wss.handleUpgrade(req, socket, head, (ws) => onConnection(ws, req));
+  });
+
+  function onConnection(ws: WebSocket, req: IncomingMessage): void {
+    req.socket.setNoDelay(true);
+    const subs = new Map<string, AbortController>();
+    const high = deps.limits.wsHighWaterBytes;
+    const sink = webSocketSink(ws, high);
+    const sendFrame = (frame: ErrorFrame) => {
+      deps.metrics.errors.inc({ code: frame.code });
+      if (!sink.closed) ws.send(encodeErrorFrame(frame), { binary: false });
+    };
+    const alive = { pong: true };
+    const ping = setInterval(() => {
+      if (!alive.pong) {
+        ws.terminate();
+        return;
+      }
+      alive.pong = false;
+      ws.ping();
+    }, PING_MS);
+    ping.unref();
+    ws.on("pong", () => {
+      alive.pong = true;
+    });
+
+    const unsubscribe = (id: string) => {
+      const ac = subs.get(id);
+      if (ac) {
+        subs.delete(id);
+        ac.abort();
+      }
+    };
+
+    /** Streams one subscription until its end; reports its failure as an error frame with its id. */
+    const subscribe = async (id: string, after: After, heartbeats: boolean) => {
+      unsubscribe(id); // re-subscribing is a resume: the new position wins
+      const ac = new AbortController();
+      subs.set(id, ac);
+      try {
+        const handle = await deps.computer.get(id);
+        const sub = await openSubscription(deps, handle, {
+          after,
+          heartbeats,
+          signal: ac.signal,
+          transport: "ws",
+        });
+        const encoder = deps.encoders.open("ndjson", id);
+        try {
+          if (ac.signal.aborted) {
+            sub.stream.cancel().catch(() => {});
+            return;
+          }
+          const subSink: ByteSink = {
+            get closed() {
+              return sink.closed || ac.signal.aborted;
+            },
+            write: sink.write,
+            drained: sink.drained,
+          };
+          const end = await pumpEvents(sub.stream, subSink, {
+            encode: encoder.encode,
+            batchBytes: high / 4,
+            onBytes: (n) => deps.metrics.bytesStreamed.inc({ transport: "ws" }, n),
+          });
+          if (end.kind === "error") throw end.error;
+        } finally {
+          encoder.close();
+          sub.release();
+        }
+      } catch (err) {
+        // Aborted by the client (unsubscribe, a newer subscribe/resume of the
+        // same id, or the socket closed): the subscription ends silently. An
+        // EABORTED frame here would reach the client under the id of its new
+        // subscription and read as that one failing.
+        if (!ac.signal.aborted) sendFrame(errorFrame(id, err));
+      } finally {
+        if (subs.get(id) === ac) subs.delete(id);
+      }
+    };
+
+    ws.on("message", (data, isBinary) => {
+      let envelope: Record<string, unknown> & { id: string };
+      try {
+        envelope = parseEnvelope(data, isBinary);
+      } catch (err) {
+        sendFrame(errorFrame(undefined, err));
+        return;
+      }
+      const id = envelope.id;
+      try {
+        const msg = parseMessage(envelope);
+        if (msg.type === "unsubscribe") {
+          unsubscribe(id);
+          return;
+        }
+        void subscribe(id, msg.after, msg.heartbeats);
+      } catch (err) {
+        sendFrame(errorFrame(id, err));
+      }
+    });
+
+    ws.on("close", () => {
+      sink.close();
+      clearInterval(ping);
+      for (const id of [...subs.keys()]) unsubscribe(id);
+    });
+    ws.on("error", () => ws.terminate());
+  }
+
+  return {
+    wss,
+    closeAll() {
+      for (const ws of wss.clients) ws.close(1001, "server shutting down");
+    },
+  };
+}

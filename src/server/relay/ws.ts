@@ -14,8 +14,8 @@ import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import { type WebSocket, WebSocketServer } from "ws";
 import { ComputerError, codeOf } from "../../wire/errors.js";
+import { keepAlive } from "../streaming/keepalive.js";
 import type { EndMode, RelayEntry, Subscription, UiChannel } from "./channel.js";
-import { keepAlive } from "./keepalive.js";
 
 /** Largest page -> server message (a UI event). */
 const MAX_MESSAGE_BYTES = 1024 * 1024;

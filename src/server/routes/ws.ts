@@ -25,13 +25,12 @@ import type { ErrorFrame } from "../../wire/types.js";
 import type { ServerDeps } from "../deps.js";
 import { errorFrame } from "../http/errors.js";
 import type { Router } from "../http/router.js";
+import { keepAlive } from "../streaming/keepalive.js";
 import { type ByteSink, pumpEvents } from "../streaming/pump.js";
 import { webSocketSink } from "../streaming/sinks.js";
 import { openSubscription } from "../streaming/subscribe.js";
 
 const MAX_MESSAGE_BYTES = 64 * 1024;
-/** Ping every this often; a socket that did not answer the previous ping is cut. */
-const PING_MS = 30_000;
 const MESSAGE_FIELDS = ["type", "id", "after", "heartbeats"];
 
 /** A subscribe/resume/unsubscribe message, validated. */
@@ -107,19 +106,7 @@ export function registerWebSocket(router: Router, deps: ServerDeps): WsEndpoint 
       deps.metrics.errors.inc({ code: frame.code });
       if (!sink.closed) ws.send(encodeErrorFrame(frame), { binary: false });
     };
-    const alive = { pong: true };
-    const ping = setInterval(() => {
-      if (!alive.pong) {
-        ws.terminate();
-        return;
-      }
-      alive.pong = false;
-      ws.ping();
-    }, PING_MS);
-    ping.unref();
-    ws.on("pong", () => {
-      alive.pong = true;
-    });
+    keepAlive(ws);
 
     const unsubscribe = (id: string) => {
       const ac = subs.get(id);
@@ -199,7 +186,6 @@ export function registerWebSocket(router: Router, deps: ServerDeps): WsEndpoint 
 
     ws.on("close", () => {
       sink.close();
-      clearInterval(ping);
       for (const id of [...subs.keys()]) unsubscribe(id);
     });
     ws.on("error", () => ws.terminate());

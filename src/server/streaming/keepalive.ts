@@ -1,13 +1,11 @@
-// WebSocket keepalive, the same rule as the exec WebSocket (/v1/ws): ping
-// every 30 s and terminate a socket whose previous ping got no pong. A page
-// that vanished without a close (a laptop lid, a dropped NAT mapping) would
-// otherwise keep its subscription, its buffers and a channel subscriber slot
-// forever. The interval is unref'd so it never keeps a process alive.
-//
-// It lives here because the exec WebSocket (server/ws.ts) inlines the same
-// loop; the two can share this helper once that file imports it.
+// WebSocket keepalive for every WebSocket the server accepts (/v1/ws and the
+// A@UI relay's): ping every 30 s and terminate a socket whose previous ping
+// got no pong. A peer that vanished without a close (a laptop lid, a dropped
+// NAT mapping) would otherwise keep its subscriptions, its buffers and its
+// subscriber slots forever. The interval is unref'd so it never keeps a
+// process alive.
 
-/** Ping interval, as on /v1/ws. */
+/** Ping interval. */
 export const PING_MS = 30_000;
 
 /** The part of a `ws` WebSocket the keepalive uses. */

@@ -1,27 +1,23 @@
 // One agent-computer node for the cluster benchmark, as its own process (so
 // three nodes use the machine like three real nodes would, not one shared
-// event loop). Built on the compiled code in dist/ (`npm run build` first).
+// event loop). Started by run.ts from the compiled tree (.bench-out/):
 //
-//   node bench/cluster/node.mjs --id a --log redis://127.0.0.1:PORT
-//   node bench/cluster/node.mjs --id single --log memory
+//   node .bench-out/bench/cluster/node.js --id a --log redis://127.0.0.1:PORT
+//   node .bench-out/bench/cluster/node.js --id single --log memory [--log-max-bytes N]
 //
 // Prints one JSON line {"url": ...} once listening; exits on SIGTERM.
 
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { openServeCluster } from "../../dist/cluster/serve.js";
-import { Computer } from "../../dist/runtime/computer.js";
-import { createComputerServer } from "../../dist/server/server.js";
+import { openServeCluster } from "../../src/cluster/serve.js";
+import { Computer } from "../../src/index.js";
+import { createComputerServer } from "../../src/server/index.js";
+import { numberOption, stringOption } from "../support/args.js";
 
-const args = process.argv.slice(2);
-const opt = (name, dflt) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? args[i + 1] : dflt;
-};
-const id = opt("id", "node");
-const logSpec = opt("log", "memory");
-const logMaxBytes = Number(opt("log-max-bytes", String(16 * 1024 * 1024)));
+const id = stringOption("id", "node");
+const logSpec = stringOption("log", "memory");
+const logMaxBytes = numberOption("log-max-bytes", 16 * 1024 * 1024);
 const workspace = mkdtempSync(join(tmpdir(), `ac-bench-${id}-`));
 
 const cl = await openServeCluster({

@@ -7,33 +7,52 @@
 //     the size, to show memory stays flat as output grows (it plateaus at the
 //     ring plus garbage V8 has not collected yet, then stays there).
 // Every measurement runs in a fresh Node process (so maxRSS belongs to that
-// phase alone); the median of REPS runs is reported. Usage:
-//   node bench/exec/run.mjs [--size MiB] [--reps N]
+// phase alone); the median of REPS runs is reported. Usage (after
+// `npm run bench:build`; `npm run bench:exec -- ARGS` builds first):
+//   node .bench-out/bench/exec/run.js [--size MiB] [--reps N] [--verbose]
+//   node .bench-out/bench/exec/run.js --phase raw|memory|sqlite|spawn|exec --bytes N [--n RUNS]
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { flag, numberOption, stringOption } from "../support/args.js";
+import { median } from "../support/stats.js";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const dist = path.resolve(here, "../../dist/index.js");
-const args = process.argv.slice(2);
-const opt = (name, def) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? args[i + 1] : def;
-};
+type Kind = "raw" | "memory" | "sqlite" | "spawn" | "exec";
 
-async function phase(kind, bytes, n) {
+/** What one phase process reports: bytes and time, or time per run. */
+interface PhaseResult {
+  bytes: number;
+  ms: number;
+  perMs: number;
+  maxRssMiB: number;
+  cpuMs: number;
+}
+
+// The runtime is imported inside the phases that use it, so the raw phases'
+// processes never load it (their peak RSS is the baseline's alone).
+const loadRuntime = () => import("../../src/index.js");
+
+async function phase(kind: string, bytes: number, n: number) {
   let cpu0 = process.cpuUsage();
   const cmd = `head -c ${bytes} /dev/zero`;
-  let result;
+  let result: Partial<PhaseResult> = {};
+  /** 20 warm-up runs of `once`, then `n` timed ones (the CPU clock restarts with them). */
+  const timePerRun = async (once: () => Promise<unknown>) => {
+    for (let i = 0; i < 20; i++) await once();
+    const t0 = process.hrtime.bigint();
+    cpu0 = process.cpuUsage();
+    for (let i = 0; i < n; i++) await once();
+    return { perMs: Number(process.hrtime.bigint() - t0) / 1e6 / n };
+  };
   if (kind === "raw") {
     const t0 = process.hrtime.bigint();
     cpu0 = process.cpuUsage();
     let got = 0;
     await new Promise((resolve, reject) => {
       const child = spawn("/bin/sh", ["-c", cmd], { stdio: ["ignore", "pipe", "pipe"] });
-      child.stdout.on("data", (c) => {
+      child.stdout.on("data", (c: Buffer) => {
         got += c.length;
       });
       child.on("error", reject);
@@ -41,7 +60,7 @@ async function phase(kind, bytes, n) {
     });
     result = { bytes: got, ms: Number(process.hrtime.bigint() - t0) / 1e6 };
   } else if (kind === "memory" || kind === "sqlite") {
-    const { Computer } = await import(dist);
+    const { Computer } = await loadRuntime();
     const ws = mkdtempSync(path.join(tmpdir(), "ac-bench-"));
     const eventLog = kind === "sqlite" ? { sqlite: path.join(ws, "bench.db") } : "memory";
     const computer = new Computer({ workspace: ws, eventLog });
@@ -54,25 +73,21 @@ async function phase(kind, bytes, n) {
     for (;;) {
       const { value, done } = await reader.read();
       if (done) break;
-      if (value.name === "stdout") got += value.value.byteLength;
+      if (value.name === "stdout") got += (value.value as Uint8Array).byteLength; // b64: bytes
     }
     result = { bytes: got, ms: Number(process.hrtime.bigint() - t0) / 1e6 };
     await computer.close();
     rmSync(ws, { recursive: true, force: true });
   } else if (kind === "spawn") {
     const once = () =>
-      new Promise((resolve, reject) => {
+      new Promise<void>((resolve, reject) => {
         const child = spawn("/bin/sh", ["-c", "true"], { stdio: ["ignore", "pipe", "pipe"] });
         child.on("error", reject);
         child.on("close", resolve);
       });
-    for (let i = 0; i < 20; i++) await once();
-    const t0 = process.hrtime.bigint();
-    cpu0 = process.cpuUsage();
-    for (let i = 0; i < n; i++) await once();
-    result = { perMs: Number(process.hrtime.bigint() - t0) / 1e6 / n };
+    result = await timePerRun(once);
   } else if (kind === "exec") {
-    const { Computer } = await import(dist);
+    const { Computer } = await loadRuntime();
     const ws = mkdtempSync(path.join(tmpdir(), "ac-bench-"));
     const computer = new Computer({ workspace: ws });
     const once = async () => {
@@ -84,11 +99,7 @@ async function phase(kind, bytes, n) {
       }
       reader.releaseLock();
     };
-    for (let i = 0; i < 20; i++) await once();
-    const t0 = process.hrtime.bigint();
-    cpu0 = process.cpuUsage();
-    for (let i = 0; i < n; i++) await once();
-    result = { perMs: Number(process.hrtime.bigint() - t0) / 1e6 / n };
+    result = await timePerRun(once);
     await computer.close();
     rmSync(ws, { recursive: true, force: true });
   }
@@ -101,7 +112,7 @@ async function phase(kind, bytes, n) {
   process.stdout.write(`${JSON.stringify(result)}\n`);
 }
 
-function runPhase(kind, bytes, n = 200) {
+function runPhase(kind: Kind, bytes: number, n = 200): Promise<PhaseResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
@@ -114,50 +125,46 @@ function runPhase(kind, bytes, n = 200) {
     });
     child.on("close", (code) =>
       code === 0
-        ? resolve(JSON.parse(out.trim().split("\n").pop()))
+        ? resolve(JSON.parse(out.trim().split("\n").pop() ?? ""))
         : reject(new Error(`${kind} failed`)),
     );
   });
 }
 
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
-};
-
 async function main() {
-  const sizeMiB = Number(opt("size", "1024"));
-  const reps = Number(opt("reps", "3"));
+  const sizeMiB = numberOption("size", 1024);
+  const reps = numberOption("reps", 3);
   const bytes = sizeMiB * 1024 * 1024;
-  const rows = {};
-  const add = (k, v) => {
+  const rows: Record<string, PhaseResult[]> = {};
+  const add = (k: string, v: PhaseResult) => {
     rows[k] ??= [];
     rows[k].push(v);
   };
+  const rowsOf = (k: string) => rows[k] ?? [];
   console.log(`exec bench: ${sizeMiB} MiB of /dev/zero, ${reps} rounds, node ${process.version}`);
   for (let r = 0; r < reps; r++) {
     // Interleave the phases so drift on a shared machine hits them alike.
-    for (const kind of ["raw", "memory", "sqlite"]) add(kind, await runPhase(kind, bytes));
+    for (const kind of ["raw", "memory", "sqlite"] as const) add(kind, await runPhase(kind, bytes));
     add("memory-small", await runPhase("memory", Math.floor(bytes / 4)));
     add("spawn", await runPhase("spawn", 0));
     add("exec", await runPhase("exec", 0));
     process.stdout.write(".");
   }
   console.log("");
-  if (args.includes("--verbose")) console.log(JSON.stringify(rows));
-  const mbps = (k) => median(rows[k].map((x) => x.bytes / 1e6 / (x.ms / 1000)));
-  const rss = (k) => median(rows[k].map((x) => x.maxRssMiB));
-  const cpu = (k) => median(rows[k].map((x) => (x.cpuMs / x.bytes) * 1e6 * 1.048576));
+  if (flag("verbose")) console.log(JSON.stringify(rows));
+  const mbps = (k: string) => median(rowsOf(k).map((x) => x.bytes / 1e6 / (x.ms / 1000)));
+  const rss = (k: string) => median(rowsOf(k).map((x) => x.maxRssMiB));
+  const cpu = (k: string) => median(rowsOf(k).map((x) => (x.cpuMs / x.bytes) * 1e6 * 1.048576));
   for (const k of ["raw", "memory", "sqlite", "memory-small"]) {
-    for (const x of rows[k]) {
+    for (const x of rowsOf(k)) {
       const want = k === "memory-small" ? Math.floor(bytes / 4) : bytes;
       if (x.bytes !== want) throw new Error(`${k}: got ${x.bytes} bytes, want ${want}`);
     }
   }
   const raw = mbps("raw");
-  const spawnMs = median(rows.spawn.map((x) => x.perMs));
-  const execMs = median(rows.exec.map((x) => x.perMs));
-  const row = (label, k) => [
+  const spawnMs = median(rowsOf("spawn").map((x) => x.perMs));
+  const execMs = median(rowsOf("exec").map((x) => x.perMs));
+  const row = (label: string, k: string) => [
     label,
     `${mbps(k).toFixed(0)} MB/s`,
     `${(mbps(k) / raw).toFixed(2)}x`,
@@ -182,8 +189,9 @@ async function main() {
   );
 }
 
-if (opt("phase")) {
-  await phase(opt("phase"), Number(opt("bytes")), Number(opt("n", "200")));
+const phaseKind = stringOption("phase");
+if (phaseKind) {
+  await phase(phaseKind, numberOption("bytes", 0), numberOption("n", 200));
 } else {
   await main();
 }

@@ -8,51 +8,52 @@
 //     execution: aggregate delivered throughput and the server's RSS;
 //  3. latency: a child writes its clock every 10 ms; the client computes
 //     receipt - write per line (p50/p99) for each transport.
-// The servers run as separate processes (dist/cli/main.js serve and
-// raw-server.mjs) so server and client do not share an event loop, and so the
-// server's RSS is its own. Usage:
-//   node bench/server/run.mjs [--size MiB] [--reps N] [--subscribers N] [--fanout-size MiB]
-//                             [--phases throughput,fanout,latency]
+// The servers run as separate processes (the CLI's `serve` and
+// raw-server.ts) so server and client do not share an event loop, and so the
+// server's RSS is its own. Usage (`npm run bench:server -- ARGS`, or after
+// `npm run bench:build`):
+//   node .bench-out/bench/server/run.js [--size MiB] [--reps N] [--subscribers N]
+//        [--fanout-size MiB] [--phases throughput,fanout,latency]
 
 import http from "node:http";
 import WebSocket from "ws";
-import { ComputerClient } from "../../dist/client/client.js";
-import { decodeExecFrame, ExecWireDecoder } from "../../dist/wire/exec-wire.js";
-import { createSseParser } from "../../dist/wire/sse.js";
-import { cpuSeconds, rssMiB, startServers, TOKEN } from "./servers.mjs";
+import { ComputerClient } from "../../src/client/index.js";
+import type { OutputEvent } from "../../src/index.js";
+import { createSseParser, decodeExecFrame, ExecWireDecoder } from "../../src/wire/index.js";
+import { numberOption, stringOption } from "../support/args.js";
+import { cpuSeconds, rssMiB } from "../support/processes.js";
+import { median, percentile } from "../support/stats.js";
+import { startServers, TOKEN } from "./servers.js";
 
-const args = process.argv.slice(2);
-const opt = (name, def) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? Number(args[i + 1]) : def;
-};
-const SIZE = opt("size", 1024) * 1024 * 1024;
-const REPS = opt("reps", 3);
-const phaseArg = args.indexOf("--phases");
-const PHASES = new Set(
-  phaseArg >= 0 ? args[phaseArg + 1].split(",") : ["throughput", "fanout", "latency"],
-);
-const SUBS = opt("subscribers", 500);
-const FANOUT_SIZE = opt("fanout-size", 2) * 1024 * 1024;
+const SIZE = numberOption("size", 1024) * 1024 * 1024;
+const REPS = numberOption("reps", 3);
+const PHASES = new Set(stringOption("phases", "throughput,fanout,latency").split(","));
+const SUBS = numberOption("subscribers", 500);
+const FANOUT_SIZE = numberOption("fanout-size", 2) * 1024 * 1024;
 const MB = 1e6;
 
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const pct = (xs, p) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
-};
+/** One streamed run: command-output bytes received and the time it took. */
+interface Run {
+  bytes: number;
+  ms: number;
+}
+
+/** A response body as the async iterable of byte chunks Node's fetch gives. */
+function bodyOf(res: Response): AsyncIterable<Uint8Array> {
+  return res.body as unknown as AsyncIterable<Uint8Array>;
+}
 
 // ---- throughput ---------------------------------------------------------------
 
-async function rawRun(rawUrl, cmd) {
+async function rawRun(rawUrl: string, cmd: string): Promise<Run> {
   const t0 = performance.now();
   const res = await fetch(`${rawUrl}/?cmd=${encodeURIComponent(cmd)}`);
   let bytes = 0;
-  for await (const c of res.body) bytes += c.length;
+  for await (const c of bodyOf(res)) bytes += c.length;
   return { bytes, ms: performance.now() - t0 };
 }
 
-async function ndjsonRun(client, cmd) {
+async function ndjsonRun(client: ComputerClient, cmd: string): Promise<Run> {
   const t0 = performance.now();
   const handle = await client.exec(cmd);
   const reader = handle.events({ heartbeats: false }).getReader();
@@ -68,7 +69,7 @@ async function ndjsonRun(client, cmd) {
 }
 
 /** Starts a command and returns its event stream as SSE (POST /v1/execs?stream=1). */
-function startSse(url, body) {
+function startSse(url: string, body: object): Promise<Response> {
   return fetch(`${url}/v1/execs?stream=1`, {
     method: "POST",
     headers: {
@@ -80,7 +81,7 @@ function startSse(url, body) {
   });
 }
 
-async function sseRun(url, client, cmd) {
+async function sseRun(url: string, client: ComputerClient, cmd: string): Promise<Run> {
   const t0 = performance.now();
   const res = await startSse(url, { command: cmd });
   let bytes = 0;
@@ -89,35 +90,39 @@ async function sseRun(url, client, cmd) {
       if (e.type !== "stdout") return;
       // Each event's data is one exec-wire frame: decoded by the codec (its
       // fast path, strict base64), as a browser client of ours would.
-      bytes += decodeExecFrame(e.data).value.length;
+      bytes += (decodeExecFrame(e.data) as OutputEvent).value.length;
     },
   });
-  for await (const c of res.body) parser.feed(c);
+  for await (const c of bodyOf(res)) parser.feed(c);
   parser.end();
   const ms = performance.now() - t0;
-  await client.dispose(res.headers.get("x-exec-id"));
+  await client.dispose(res.headers.get("x-exec-id") ?? "");
   return { bytes, ms };
 }
 
-async function wsRun(url, client, cmd) {
+async function wsRun(url: string, client: ComputerClient, cmd: string): Promise<Run> {
   const ws = new WebSocket(`${url.replace("http", "ws")}/v1/ws`, {
     headers: { authorization: `Bearer ${TOKEN}` },
   });
-  await new Promise((r, j) => {
-    ws.once("open", r);
-    ws.once("error", j);
+  await new Promise((resolve, reject) => {
+    ws.once("open", resolve);
+    ws.once("error", reject);
   });
   const t0 = performance.now();
   // Gate on stdin so the subscription is in place before the first byte.
   const handle = await client.exec(`head -c 1 >/dev/null; ${cmd}`, { stdin: "pipe" });
   const decoder = new ExecWireDecoder();
   let bytes = 0;
-  const done = new Promise((resolve, reject) => {
-    ws.on("message", (data) => {
-      for (const ev of decoder.push(data)) {
-        if (ev.name === "stdout") bytes += ev.value.length;
-        else if (ev.name === "exit") resolve();
-        else if (ev.name === "error") reject(new Error(ev.message));
+  const done = new Promise<void>((resolve, reject) => {
+    ws.on("message", (data: Buffer) => {
+      try {
+        for (const ev of decoder.push(data)) {
+          if (ev.name === "stdout") bytes += ev.value.length;
+          else if (ev.name === "exit") resolve();
+        }
+      } catch (err) {
+        // An error frame (or a malformed one): the decoder raises it.
+        reject(err);
       }
     });
   });
@@ -133,7 +138,7 @@ async function wsRun(url, client, cmd) {
 
 // ---- fan-out ------------------------------------------------------------------
 
-async function fanout(url, client, serverPid) {
+async function fanout(url: string, client: ComputerClient, serverPid: number) {
   const handle = await client.exec(`head -c 1 >/dev/null; head -c ${FANOUT_SIZE} /dev/zero`, {
     stdin: "pipe",
   });
@@ -145,14 +150,14 @@ async function fanout(url, client, serverPid) {
     peakRss = Math.max(peakRss, rssMiB(serverPid));
   }, 25);
   let connected = 0;
-  let allConnected;
-  const connectedP = new Promise((r) => {
+  let allConnected = () => {};
+  const connectedP = new Promise<void>((r) => {
     allConnected = r;
   });
-  const subs = [];
+  const subs: Promise<number>[] = [];
   for (let i = 0; i < SUBS; i++) {
     subs.push(
-      new Promise((resolve, reject) => {
+      new Promise<number>((resolve, reject) => {
         const req = http.get(
           {
             host: u.hostname,
@@ -165,7 +170,7 @@ async function fanout(url, client, serverPid) {
             if (++connected === SUBS) allConnected();
             let bytes = 0;
             let tail = "";
-            res.on("data", (c) => {
+            res.on("data", (c: Buffer) => {
               bytes += c.length;
               tail = (tail + c.toString("latin1", Math.max(0, c.length - 200))).slice(-200);
             });
@@ -209,48 +214,51 @@ const LAT_CMD = {
 };
 const now = () => performance.timeOrigin + performance.now();
 
-function collectLines(text, samples, at) {
+function collectLines(text: string, samples: number[], at: number) {
   for (const line of text.split("\n")) if (line) samples.push(at - Number(line));
 }
 
-async function latencyNdjson(client) {
+async function latencyNdjson(client: ComputerClient) {
   const handle = await client.exec(LAT_CMD, { encoding: "utf8" });
   const reader = handle.events({ heartbeats: false }).getReader();
-  const samples = [];
+  const samples: number[] = [];
   for (;;) {
     const { value, done } = await reader.read();
     if (done) break;
-    if (value.name === "stdout") collectLines(value.value, samples, now());
+    // Requested as utf8: output arrives as text.
+    if (value.name === "stdout") collectLines(value.value as string, samples, now());
   }
   return samples;
 }
 
-async function latencySse(url) {
+async function latencySse(url: string) {
   const res = await startSse(url, { ...LAT_CMD, encoding: "utf8" });
-  const samples = [];
+  const samples: number[] = [];
   const parser = createSseParser({
     onEvent(e) {
-      if (e.type === "stdout") collectLines(decodeExecFrame(e.data).value, samples, now());
+      if (e.type === "stdout") {
+        collectLines((decodeExecFrame(e.data) as OutputEvent<string>).value, samples, now());
+      }
     },
   });
-  for await (const c of res.body) parser.feed(c);
+  for await (const c of bodyOf(res)) parser.feed(c);
   return samples;
 }
 
-async function latencyWs(url, client) {
+async function latencyWs(url: string, client: ComputerClient) {
   const ws = new WebSocket(`${url.replace("http", "ws")}/v1/ws`, {
     headers: { authorization: `Bearer ${TOKEN}` },
   });
-  await new Promise((r) => ws.once("open", r));
+  await new Promise((resolve) => ws.once("open", resolve));
   const gated = { argv: ["sh", "-c", `head -c 1 >/dev/null; exec "$0" "$@"`, ...LAT_CMD.argv] };
   const handle = await client.exec(gated, { encoding: "utf8", stdin: "pipe" });
   const decoder = new ExecWireDecoder();
-  const samples = [];
-  const done = new Promise((resolve) => {
-    ws.on("message", (data) => {
+  const samples: number[] = [];
+  const done = new Promise<void>((resolve) => {
+    ws.on("message", (data: Buffer) => {
       const at = now();
       for (const ev of decoder.push(data)) {
-        if (ev.name === "stdout") collectLines(ev.value, samples, at);
+        if (ev.name === "stdout") collectLines(ev.value as string, samples, at);
         else if (ev.name === "exit") resolve();
       }
     });
@@ -271,12 +279,15 @@ async function main() {
   const { ours, raw } = servers;
   const client = new ComputerClient({ url: ours.url, token: TOKEN });
   const cmd = `head -c ${SIZE} /dev/zero`;
-  const results = {};
+  const results: Record<
+    string,
+    { mbps: number; ratio: number; server: number; client: number; all: string }
+  > = {};
   try {
     console.log(
       `# server streaming: ${SIZE / 1024 / 1024} MiB of command output, ${REPS} rep(s), node ${process.version}`,
     );
-    const runs = {
+    const runs: Record<string, () => Promise<Run>> = {
       "raw node:http (fetch)": () => rawRun(raw.url, cmd),
       "exec-wire HTTP (ComputerClient)": () => ndjsonRun(client, cmd),
       "SSE (fetch + SSE parser + decodeExecFrame)": () => sseRun(ours.url, client, cmd),
@@ -291,30 +302,32 @@ async function main() {
     // are per GiB of command output: the server's (from /proc) and this client
     // process's (process.cpuUsage), to show where the time goes.
     const names = Object.keys(runs);
-    const samples = Object.fromEntries(names.map((k) => [k, []]));
+    type Sample = { mbps: number; server: number; client: number };
+    const samples: Record<string, Sample[]> = Object.fromEntries(names.map((k) => [k, []]));
     for (let i = 0; i < (PHASES.has("throughput") ? REPS : 0); i++) {
       for (let j = 0; j < names.length; j++) {
-        const name = names[(i + j) % names.length];
+        const name = names[(i + j) % names.length] as string;
         const pid = name.startsWith("raw") ? raw.child.pid : ours.child.pid;
         const server0 = cpuSeconds(pid);
         const client0 = process.cpuUsage();
-        const r = await runs[name]();
+        const r = await (runs[name] as () => Promise<Run>)();
         const client = process.cpuUsage(client0);
         if (r.bytes !== SIZE) throw new Error(`${name}: got ${r.bytes} bytes, expected ${SIZE}`);
         const perGiB = (1024 * 1024 * 1024) / r.bytes;
-        samples[name][i] = {
+        (samples[name] as Sample[])[i] = {
           mbps: r.bytes / MB / (r.ms / 1000),
           server: (cpuSeconds(pid) - server0) * perGiB,
           client: ((client.user + client.system) / 1e6) * perGiB,
         };
       }
     }
-    const rawName = names[0];
+    const rawName = names[0] as string;
+    const rawSamples = samples[rawName] as Sample[];
     for (const [name, xs] of Object.entries(samples)) {
       if (xs.length === 0) continue;
       results[name] = {
         mbps: median(xs.map((x) => x.mbps)),
-        ratio: median(xs.map((x, i) => x.mbps / samples[rawName][i].mbps)),
+        ratio: median(xs.map((x, i) => x.mbps / (rawSamples[i] as Sample).mbps)),
         server: median(xs.map((x) => x.server)),
         client: median(xs.map((x) => x.client)),
         all: xs.map((x) => x.mbps.toFixed(0)).join(", "),
@@ -347,14 +360,16 @@ async function main() {
     if (!PHASES.has("latency")) return;
     console.log(`\n## latency: child write -> client receipt, ${LAT_N} lines at 100/s\n`);
     console.log("| transport | p50 | p99 |\n| --- | ---: | ---: |");
-    for (const [name, fn] of [
+    for (const [name, fn] of <[string, () => Promise<number[]>][]>[
       ["exec-wire HTTP (ComputerClient)", () => latencyNdjson(client)],
       ["SSE", () => latencySse(ours.url)],
       ["WebSocket", () => latencyWs(ours.url, client)],
     ]) {
       const s = await fn();
       if (s.length !== LAT_N) throw new Error(`${name}: ${s.length} samples, expected ${LAT_N}`);
-      console.log(`| ${name} | ${pct(s, 50).toFixed(2)} ms | ${pct(s, 99).toFixed(2)} ms |`);
+      console.log(
+        `| ${name} | ${percentile(s, 50).toFixed(2)} ms | ${percentile(s, 99).toFixed(2)} ms |`,
+      );
     }
   } finally {
     await servers.stop();

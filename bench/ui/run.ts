@@ -1,5 +1,5 @@
-// bench:ui — the A@UI runtime in a real browser (Debian's Chromium via
-// playwright-core), fed by the relay of a real server (compiled code in dist/).
+// bench:ui — the A@UI runtime in a real browser (Chromium via playwright-core,
+// launched as the browser tests launch it), fed by the relay of a real server.
 //
 // 1. Dispatch throughput per transport: 10 widgets rendered, then 1,000
 //    updates published in one batch; measured in the page from the first
@@ -9,19 +9,19 @@
 //    POST to the relay) to the DOM change in the page (MutationObserver),
 //    both timed on the shared wall clock (performance.timeOrigin + now()),
 //    one update in flight at a time; p50 / p99 over N samples.
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+// Sizes from the environment: UI_BENCH_UPDATES (1000), UI_BENCH_SAMPLES (300),
+// UI_BENCH_ROUNDS (3).
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
-import { ComputerClient } from "../../dist/client/client.js";
-import { Computer } from "../../dist/runtime/computer.js";
-import { createComputerServer } from "../../dist/server/app.js";
+import { ComputerClient } from "../../src/client/index.js";
+import { Computer } from "../../src/index.js";
+import { createComputerServer } from "../../src/server/index.js";
+import { CHROMIUM, CHROMIUM_ARGS, haveChromium } from "../../test/support/chromium.js";
+import { percentile } from "../support/stats.js";
 
-const CHROMIUM = "/usr/bin/chromium";
-if (!existsSync(CHROMIUM)) {
-  console.error(`bench:ui needs ${CHROMIUM} (apt-get install chromium)`);
-  process.exit(1);
-}
+if (!haveChromium("bench:ui")) process.exit(1);
 const UPDATES = Number(process.env.UI_BENCH_UPDATES ?? 1000);
 const WIDGETS = 10;
 const SAMPLES = Number(process.env.UI_BENCH_SAMPLES ?? 300);
@@ -37,7 +37,7 @@ const server = createComputerServer({
   logger: false,
 });
 const base = await server.listen();
-const token = server.token;
+const token = server.token as string; // generated, since no token option is given
 const client = new ComputerClient({ url: base, token });
 
 server.router.get(
@@ -52,53 +52,65 @@ server.router.get(
 const context = await chromium.launchPersistentContext(profile, {
   executablePath: CHROMIUM,
   headless: true,
-  args: [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-  ],
+  args: CHROMIUM_ARGS,
 });
 await context.addCookies([{ name: server.router.auth.cookieName, value: token, url: base }]);
 
-function pct(sorted, p) {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
-}
-const f1 = (n) => n.toFixed(1);
-const f2 = (n) => n.toFixed(2);
+const f1 = (n: number) => n.toFixed(1);
+const f2 = (n: number) => n.toFixed(2);
 
-async function openPage(channel, transport) {
+/** What the page (pageHtml) exposes as `globalThis.bench` to the Node side. */
+interface PageBench {
+  state: string;
+  count: number;
+  first: number;
+  last: number;
+  widgets(): number;
+  resetCount(): void;
+  /** Resolves with the wall-clock time the DOM showed `value`. */
+  waitFor(value: string): Promise<number>;
+  /** Updates per second of the runtime alone over `n` updates. */
+  local(n: number): number;
+}
+// Callbacks passed to page.evaluate run in the page (serialized as text), so
+// they reach the page's global through a cast, which compiles to nothing.
+type WithBench = { bench: PageBench };
+
+async function openPage(channel: string, transport: string) {
   const page = await context.newPage();
   await page.goto(`${base}/bench/${channel}/${transport}`);
-  await page.waitForFunction(() => globalThis.bench?.state === "open");
+  await page.waitForFunction(() => (globalThis as unknown as WithBench).bench?.state === "open");
   return page;
 }
 
-const results = [];
+const results: { transport: string; rate: number; wallMs?: number }[] = [];
 // The runtime alone: the ceiling any transport can reach.
 {
   const page = await openPage("bench-local", "sse");
-  const rates = [];
+  const rates: number[] = [];
   for (let r = 0; r < ROUNDS; r++)
-    rates.push(await page.evaluate((n) => globalThis.bench.local(n), UPDATES));
+    rates.push(
+      await page.evaluate((n) => (globalThis as unknown as WithBench).bench.local(n), UPDATES),
+    );
   results.push({ transport: "none (dispatch loop in page)", rate: Math.max(...rates) });
   await page.close();
 }
 
-const latency = [];
+const latency: { transport: string; p50: number; p99: number }[] = [];
 for (const transport of TRANSPORTS) {
   const ui = client.ui.channel(`bench-${transport}`);
   const page = await openPage(`bench-${transport}`, transport);
-  const ids = [];
+  const ids: string[] = [];
   for (let i = 0; i < WIDGETS; i++) ids.push((await ui.render("Cell", { v: "0" })).widgetId);
-  await page.waitForFunction((n) => globalThis.bench.widgets() === n, WIDGETS);
-  const rates = [];
-  const walls = [];
+  await page.waitForFunction(
+    (n) => (globalThis as unknown as WithBench).bench.widgets() === n,
+    WIDGETS,
+  );
+  const rates: number[] = [];
+  const walls: number[] = [];
   for (let r = 0; r < ROUNDS; r++) {
-    await page.evaluate(() => globalThis.bench.resetCount());
-    const commands = [];
+    await page.evaluate(() => (globalThis as unknown as WithBench).bench.resetCount());
+    const commands: { type: "update"; widgetId: string; params: { v: string } }[] = [];
     for (let i = 0; i < UPDATES; i++)
       commands.push({ type: "update", widgetId: ids[i % WIDGETS], params: { v: `${r}:${i}` } });
     const t0 = performance.now();
@@ -108,25 +120,39 @@ for (const transport of TRANSPORTS) {
       body: JSON.stringify({ commands }),
     });
     if (!res.ok) throw new Error(`publish failed: ${res.status} ${await res.text()}`);
-    await page.waitForFunction((n) => globalThis.bench.count >= n, UPDATES, { polling: 5 });
+    await page.waitForFunction(
+      (n) => (globalThis as unknown as WithBench).bench.count >= n,
+      UPDATES,
+      { polling: 5 },
+    );
     walls.push(performance.now() - t0);
-    const span = await page.evaluate(() => globalThis.bench.last - globalThis.bench.first);
+    const span = await page.evaluate(
+      () =>
+        (globalThis as unknown as WithBench).bench.last -
+        (globalThis as unknown as WithBench).bench.first,
+    );
     rates.push((UPDATES - 1) / (span / 1000));
   }
   results.push({ transport, rate: Math.max(...rates), wallMs: Math.min(...walls) });
 
   // latency: update() -> DOM change, one in flight at a time
   const target = ids[0];
-  const samples = [];
+  const samples: number[] = [];
   for (let k = 0; k < SAMPLES + 20; k++) {
     const value = `lat-${k}`;
     const sent = performance.timeOrigin + performance.now();
     await ui.update(target, { v: value });
-    const seen = await page.evaluate((v) => globalThis.bench.waitFor(v), value);
+    const seen = await page.evaluate(
+      (v) => (globalThis as unknown as WithBench).bench.waitFor(v),
+      value,
+    );
     if (k >= 20) samples.push(seen - sent); // first 20: warm-up
   }
-  samples.sort((a, b) => a - b);
-  latency.push({ transport, p50: pct(samples, 50), p99: pct(samples, 99), n: samples.length });
+  latency.push({
+    transport,
+    p50: percentile(samples, 50),
+    p99: percentile(samples, 99),
+  });
   await page.close();
 }
 
@@ -153,7 +179,7 @@ console.log("| --- | ---: | ---: |");
 for (const l of latency) console.log(`| ${l.transport} | ${f2(l.p50)} | ${f2(l.p99)} |`);
 process.exit(0);
 
-function pageHtml(channel, transport) {
+function pageHtml(channel: string, transport: string): string {
   return `<!doctype html><meta charset="utf-8"><main id="app"></main>
 <script type="module">
 import { createAAtUIRuntime, relayWidgetId } from "/assets/lib/aui/runtime.js";

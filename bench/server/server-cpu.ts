@@ -2,24 +2,26 @@
 // CPU: `curl` (C, a few % of a core) streams a command's output from our
 // server (exec-wire and SSE) and from the raw node:http baseline, and we read
 // each server's CPU time from /proc before and after. On 2 cores the
-// end-to-end benchmark (run.mjs) mixes server and client costs; this one
+// end-to-end benchmark (run.ts) mixes server and client costs; this one
 // shows what a server change saves. Alternating rounds, one line per run.
-//   node bench/server/server-cpu.mjs [MiB per run, default 512] [rounds, default 3]
-// Linux only (/proc); needs curl on PATH. Build first (npm run build).
+//   npm run bench:server-cpu -- [MiB per run, default 512] [rounds, default 3]
+//   (or after `npm run bench:build`: node .bench-out/bench/server/server-cpu.js ...)
+// Linux only (/proc); needs curl on PATH.
 import { spawn } from "node:child_process";
-import { cpuSeconds, startServers, TOKEN } from "./servers.mjs";
+import { cpuSeconds } from "../support/processes.js";
+import { type BenchServer, startServers, TOKEN } from "./servers.js";
 
 const SIZE = Number(process.argv[2] ?? 512) * 1024 * 1024;
 const ROUNDS = Number(process.argv[3] ?? 3);
 
-function curl(args) {
+function curl(args: string[]): Promise<{ wireBytes: number; ms: number }> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
     const c = spawn("curl", ["-fsSN", "-o", "/dev/null", "-w", "%{size_download}", ...args], {
       stdio: ["ignore", "pipe", "inherit"],
     });
     let out = "";
-    c.stdout.on("data", (d) => {
+    c.stdout.on("data", (d: Buffer) => {
       out += d;
     });
     c.once("error", reject);
@@ -34,7 +36,7 @@ function curl(args) {
 const servers = await startServers();
 const { ours, raw } = servers;
 const cmd = `head -c ${SIZE} /dev/zero`;
-const ourRun = (accept) =>
+const ourRun = (accept: string) =>
   curl([
     "-X",
     "POST",
@@ -48,7 +50,7 @@ const ourRun = (accept) =>
     JSON.stringify({ command: cmd }),
     `${ours.url}/v1/execs?stream=1`,
   ]);
-const runs = {
+const runs: Record<string, [BenchServer, () => ReturnType<typeof curl>]> = {
   raw: [raw, () => curl([`${raw.url}/?cmd=${encodeURIComponent(cmd)}`])],
   "exec-wire": [ours, () => ourRun("application/x-ndjson")],
   SSE: [ours, () => ourRun("text/event-stream")],

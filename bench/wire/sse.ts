@@ -1,5 +1,5 @@
 // SSE and A@UI stream consumer benchmark (docs/benchmarks.md, "SSE and A@UI
-// stream consumer"). Side by side on identical input bytes:
+// stream consumer") Side by side on identical input bytes:
 //   - consumeAAtUIStream (ours; rules 1–6, JSON.parse + validateCommand + dispatch)
 //   - createSseParser (ours; WHATWG parser) + JSON.parse of each data
 //   - eventsource-parser createParser + JSON.parse of each data (its input
@@ -20,12 +20,13 @@
 // contender alike; each process does one warm-up and ITER measured runs and
 // reports its median CPU time (user+system, robust against other tenants)
 // and wall time. Tables show medians over processes; ratios use CPU time.
-// Run: npm run bench:wire   (or, after `npm run build`: node bench/wire/sse.mjs)
+// Run: npm run bench:wire   (or, after `npm run bench:build`: node .bench-out/bench/wire/sse.js)
 // Env: SSE_BENCH_PROCS (default 3), SSE_BENCH_ITER (default 3).
 
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { chunk, streamOf } from "./chunks.mjs";
+import { median } from "../support/stats.js";
+import { chunk, streamOf } from "./chunks.js";
 
 const SELF = fileURLToPath(import.meta.url);
 const PROCS = Number(process.env.SSE_BENCH_PROCS ?? 3);
@@ -66,13 +67,17 @@ function bigLineInput() {
 
 // ---------- contenders: each consumes a stream and returns the number of commands ----------
 
-async function loadContenders(parseJson) {
-  const { consumeAAtUIStream } = await import("../../dist/aui/index.js");
-  const { createSseParser, SseParserStream } = await import("../../dist/wire/index.js");
+/** A contender: consumes the stream, returns how many commands it saw. */
+type Contender = (stream: ReadableStream<Uint8Array>) => Promise<number>;
+type Job = [name: string, workload: string];
+
+async function loadContenders(parseJson: boolean): Promise<Record<string, Contender>> {
+  const { consumeAAtUIStream } = await import("../../src/aui/index.js");
+  const { createSseParser, SseParserStream } = await import("../../src/wire/index.js");
   const { createParser } = await import("eventsource-parser");
   const { EventSourceParserStream } = await import("eventsource-parser/stream");
   // Stream forms: one read per event, as an application using them would.
-  const readEvents = async (events) => {
+  const readEvents = async (events: ReadableStream<{ data: string }>) => {
     let n = 0;
     const reader = events.getReader();
     for (;;) {
@@ -88,8 +93,8 @@ async function loadContenders(parseJson) {
   };
   // With parseJson false the parsers only count data strings: their own cost.
   const use = parseJson
-    ? (data) => (JSON.parse(data).type ? 1 : 0)
-    : (data) => (data.length > 0 ? 1 : 0);
+    ? (data: string) => (JSON.parse(data).type ? 1 : 0)
+    : (data: string) => (data.length > 0 ? 1 : 0);
   return {
     async consumeAAtUIStream(stream) {
       let n = 0;
@@ -152,7 +157,10 @@ async function loadContenders(parseJson) {
     },
     async EventSourceParserStream(stream) {
       return readEvents(
-        stream.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream()),
+        stream
+          // The DOM typings say TextDecoderStream takes any BufferSource; bytes are one.
+          .pipeThrough(new TextDecoderStream() as TransformStream<Uint8Array, string>)
+          .pipeThrough(new EventSourceParserStream()),
       );
     },
     async "pass-through"(stream) {
@@ -168,19 +176,19 @@ async function loadContenders(parseJson) {
 
 // ---------- worker: one contender, one workload, warm-up + ITER runs ----------
 
-function cpuMs() {
+function cpuMs(): number {
   const u = process.cpuUsage();
   return (u.user + u.system) / 1000;
 }
 
-async function worker(name, workload) {
-  let run;
-  let expected;
+async function worker(name: string, workload: string) {
+  let run: () => Promise<number>;
+  let expected: number;
   if (workload === "json-floor") {
     // JSON.parse alone of the same payload strings: the floor for any consumer.
     const { bytes } = commandsInput();
     const text = new TextDecoder().decode(bytes);
-    const payloads = [];
+    const payloads: string[] = [];
     for (let at = 0; ; ) {
       const nl = text.indexOf("\n", at);
       if (nl === -1) break;
@@ -196,7 +204,8 @@ async function worker(name, workload) {
   } else {
     const contenders = await loadContenders(workload !== "commands-nojson");
     const fn = contenders[name];
-    let chunks;
+    if (!fn) throw new Error(`unknown contender ${name}`);
+    let chunks: Uint8Array[];
     if (workload.startsWith("commands")) {
       chunks = chunk(commandsInput().bytes, 64 * 1024);
       expected = N_COMMANDS;
@@ -206,8 +215,8 @@ async function worker(name, workload) {
     }
     run = () => fn(streamOf(chunks));
   }
-  const cpu = [];
-  const wall = [];
+  const cpu: number[] = [];
+  const wall: number[] = [];
   for (let i = 0; i <= ITER; i++) {
     const c0 = cpuMs();
     const t0 = performance.now();
@@ -226,36 +235,37 @@ async function worker(name, workload) {
 
 // ---------- driver ----------
 
-function median(xs) {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
-}
-
 /**
  * Runs every [name, workload] job in PROCS rounds, round-robin, so load from
  * other processes on a shared machine hits all contenders alike.
  */
-function measureAll(jobs) {
-  const runs = jobs.map(() => ({ cpu: [], wall: [] }));
+function measureAll(jobs: Job[]) {
+  const runs = jobs.map(() => ({ cpu: [] as number[], wall: [] as number[] }));
   for (let p = 0; p < PROCS; p++) {
     jobs.forEach(([name, workload], k) => {
       const r = spawnSync(process.execPath, [SELF, "--worker", name, workload], {
         encoding: "utf8",
       });
       if (r.status !== 0) throw new Error(`${name}/${workload} failed:\n${r.stderr}`);
-      const { cpu, wall } = JSON.parse(r.stdout);
-      runs[k].cpu.push(cpu);
-      runs[k].wall.push(wall);
+      const { cpu, wall } = JSON.parse(r.stdout) as { cpu: number; wall: number };
+      runs[k]?.cpu.push(cpu);
+      runs[k]?.wall.push(wall);
     });
   }
   return runs.map((r) => ({ cpu: median(r.cpu), wall: median(r.wall) }));
 }
 
-function fmt(n, digits = 0) {
+function fmt(n: number, digits = 0): string {
   return n.toLocaleString("en-US", {
     maximumFractionDigits: digits,
     minimumFractionDigits: digits,
   });
+}
+
+/** Medians over processes of one job's CPU and wall time (ms). */
+interface Measured {
+  cpu: number;
+  wall: number;
 }
 
 async function main() {
@@ -268,8 +278,8 @@ async function main() {
   );
   console.log("Times are CPU time (user+system) of the worker process; wall time in brackets.\n");
 
-  const jobs = [
-    ...names.map((n) => [n, "commands"]),
+  const jobs: Job[] = [
+    ...names.map((n): Job => [n, "commands"]),
     ["SseParserStream", "commands"],
     ["EventSourceParserStream", "commands"],
     ["createSseParser", "commands-nojson"],
@@ -277,13 +287,14 @@ async function main() {
     ["JSON.parse", "json-floor"],
   ];
   const r = measureAll(jobs);
-  const at = (name, workload) => r[jobs.findIndex(([n, w]) => n === name && w === workload)];
+  const at = (name: string, workload: string) =>
+    r[jobs.findIndex(([n, w]) => n === name && w === workload)] as Measured;
   console.log(
     `A. ${fmt(N_COMMANDS)} update commands (avg JSON ${fmt(avgJson)} B, ${fmt(mb, 1)} MB of SSE), 64 KiB byte chunks`,
   );
   console.log("| consumer | ms CPU [wall] | MB/s | commands/s | × eventsource-parser |");
   console.log("| --- | ---: | ---: | ---: | ---: |");
-  const row = (label, x, base) =>
+  const row = (label: string, x: Measured, base?: Measured) =>
     console.log(
       `| ${label} | ${fmt(x.cpu, 1)} [${fmt(x.wall, 1)}] | ${fmt(mb / (x.cpu / 1000))} | ${fmt(N_COMMANDS / (x.cpu / 1000))} | ${base ? fmt(base.cpu / x.cpu, 2) : ""} |`,
     );
@@ -314,15 +325,16 @@ async function main() {
   row("JSON.parse alone of the 200k payloads (floor, no stream)", at("JSON.parse", "json-floor"));
 
   console.log(`\nB. one 4 MiB data: line (a valid update command)`);
-  const bigJobs = [
-    ...names.flatMap((n) => [
+  const bigJobs: Job[] = [
+    ...names.flatMap((n): Job[] => [
       [n, "big-1k"],
       [n, "big-64k"],
     ]),
     ["pass-through", "big-1k"],
   ];
   const b = measureAll(bigJobs);
-  const big = (name, workload) => b[bigJobs.findIndex(([n, w]) => n === name && w === workload)];
+  const big = (name: string, workload: string) =>
+    b[bigJobs.findIndex(([n, w]) => n === name && w === workload)] as Measured;
   const floor = big("pass-through", "big-1k");
   console.log(
     "| consumer | 1 KiB chunks, ms CPU [wall] | 64 KiB chunks, ms CPU [wall] | 1 KiB / 64 KiB | 1 KiB / pass-through |",
@@ -342,7 +354,7 @@ async function main() {
 }
 
 if (process.argv[2] === "--worker") {
-  await worker(process.argv[3], process.argv[4]);
+  await worker(process.argv[3] ?? "", process.argv[4] ?? "");
 } else {
   await main();
 }

@@ -11,112 +11,58 @@
 // 3. Redis memory per MiB of retained output (INFO used_memory delta over the
 //    payload bytes retained), for large chunks and for chatty small events.
 //
-// Nodes run as separate processes (bench/cluster/node.mjs). Redis runs without
-// persistence here (AOF costs are discussed in docs/operations.md).
+// Nodes run as separate processes (bench/cluster/node.ts). Redis runs without
+// persistence here (AOF costs are discussed in docs/operations.md), started
+// as the Redis tests start it. Sizes from the environment: BENCH_COMMANDS
+// (300 concurrent commands), BENCH_LINES (2,000 lines each).
 
-import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import net from "node:net";
-import { tmpdir } from "node:os";
+import type { ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
-import { ComputerClient } from "../../dist/client/client.js";
-import { RedisEventLog } from "../../dist/store/redis/log.js";
+import { ComputerClient, type RemoteExecHandle } from "../../src/client/index.js";
+import { type ExecEvent, type LoggedEvent, openEventLog } from "../../src/index.js";
+import { REDIS_SERVER_BIN, startRedis } from "../../test/support/redis-server.js";
+import { startNodeProcess, stopProcess } from "../support/processes.js";
+import { percentile } from "../support/stats.js";
 
 const here = fileURLToPath(new URL(".", import.meta.url));
-const REDIS_BIN = process.env.REDIS_SERVER_BIN ?? "/usr/bin/redis-server";
 const COMMANDS = Number(process.env.BENCH_COMMANDS ?? 300);
 const LINES = Number(process.env.BENCH_LINES ?? 2000);
 const LAT_CMDS = 10;
 const LAT_SAMPLES = 100;
 
-if (!existsSync(REDIS_BIN)) {
-  console.error(`bench:cluster needs ${REDIS_BIN} (apt-get install redis-server)`);
+if (!existsSync(REDIS_SERVER_BIN)) {
+  console.error(`bench:cluster needs ${REDIS_SERVER_BIN} (apt-get install redis-server)`);
   process.exit(1);
 }
 
-const children = [];
+// Node processes are killed if the benchmark dies half-way.
+const children: ChildProcess[] = [];
 process.on("exit", () => {
   for (const c of children) c.kill("SIGKILL");
 });
 
-async function freePort() {
-  return await new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.on("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
+interface BenchNode {
+  id: string;
+  url: string;
+  client: ComputerClient;
+  stop(): Promise<void>;
 }
 
-async function startRedis() {
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), "ac-bench-redis-"));
-  const child = spawn(
-    REDIS_BIN,
-    [
-      "--port",
-      String(port),
-      "--bind",
-      "127.0.0.1",
-      "--dir",
-      dir,
-      "--save",
-      "",
-      "--appendonly",
-      "no",
-    ],
-    { stdio: "ignore" },
+async function startNode(id: string, log: string): Promise<BenchNode> {
+  const { child, ready } = await startNodeProcess(
+    [join(here, "node.js"), "--id", id, "--log", log],
+    /^(\{.*\})$/m,
   );
   children.push(child);
-  const r = new Redis(port, "127.0.0.1", { lazyConnect: true, maxRetriesPerRequest: null });
-  r.on("error", () => {}); // connection attempts before redis listens
-  for (let i = 0; ; i++) {
-    try {
-      await r.connect();
-      await r.ping();
-      break;
-    } catch {
-      if (i > 100) throw new Error("redis did not start");
-      await new Promise((res) => setTimeout(res, 50));
-    }
-  }
-  return {
-    url: `redis://127.0.0.1:${port}`,
-    redis: r,
-    async stop() {
-      r.disconnect();
-      child.kill("SIGTERM");
-      await new Promise((res) => child.once("exit", res));
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
-
-async function startNode(id, log) {
-  const child = spawn(process.execPath, [join(here, "node.mjs"), "--id", id, "--log", log], {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  children.push(child);
-  const rl = createInterface({ input: child.stdout });
-  const line = await new Promise((resolve, reject) => {
-    rl.once("line", resolve);
-    child.once("exit", (code) => reject(new Error(`node ${id} exited (${code})`)));
-  });
-  rl.close();
-  const { url } = JSON.parse(line);
+  const { url } = JSON.parse(ready) as { url: string };
   return {
     id,
     url,
     client: new ComputerClient({ url, token: "bench" }),
-    async stop() {
-      child.kill("SIGTERM");
-      await new Promise((res) => child.once("exit", res));
-    },
+    stop: () => stopProcess(child),
   };
 }
 
@@ -126,18 +72,18 @@ async function startNode(id, log) {
  * request (a client/server race, not a cluster property). Streams themselves
  * auto-resume in the client.
  */
-async function retry(fn) {
+async function retry<T>(fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {
-    if (err?.code !== "ENETWORK") throw err;
+    if ((err as { code?: string } | undefined)?.code !== "ENETWORK") throw err;
     retries++;
     return await fn();
   }
 }
 let retries = 0;
 
-async function drain(handle, onEvent) {
+async function drain(handle: RemoteExecHandle, onEvent?: (ev: ExecEvent) => void) {
   let bytes = 0;
   let events = 0;
   const reader = handle.events({ after: 0 }).getReader();
@@ -159,18 +105,18 @@ async function drain(handle, onEvent) {
  * log/stream path is what is measured. The runtime reads whatever is in the
  * pipe, so how many events that becomes depends on how fast it keeps up.
  */
-function chatty(lines) {
+function chatty(lines: number): string {
   return `i=0; while [ $i -lt ${lines} ]; do echo "${"x".repeat(80)} $i"; i=$((i+1)); done`;
 }
 
 /** 300 chatty commands, each streamed (through `streamFrom(k)`) until exit. */
-async function throughput(nodes) {
+async function throughput(nodes: BenchNode[]) {
   const cmd = chatty(LINES);
   const t0 = performance.now();
   const results = await Promise.all(
     Array.from({ length: COMMANDS }, async (_, k) => {
-      const owner = nodes[k % nodes.length];
-      const reader = nodes[(k + 1) % nodes.length];
+      const owner = nodes[k % nodes.length] as BenchNode;
+      const reader = nodes[(k + 1) % nodes.length] as BenchNode;
       const run = await retry(() => owner.client.exec(cmd, { encoding: "b64" }));
       return drain(await retry(() => reader.client.get(run.id)));
     }),
@@ -181,55 +127,62 @@ async function throughput(nodes) {
   return { secs, bytes, events, mbps: bytes / 1e6 / secs, evps: events / secs };
 }
 
-function nowNs() {
+function nowNs(): bigint {
   return BigInt(Math.round((performance.timeOrigin + performance.now()) * 1e3)) * 1000n;
 }
 
-async function latency(nodes) {
+async function latency(nodes: BenchNode[]) {
   // The command waits 1 s before its first sample so the client is attached
   // by then: samples written before the attach would measure replay, not
   // live delivery, and are discarded anyway (timestamp before the attach).
   const cmd = `sleep 1; i=0; while [ $i -lt ${LAT_SAMPLES} ]; do date +%s%N; sleep 0.02; i=$((i+1)); done`;
-  const samples = [];
+  const samples: number[] = [];
   const dec = new TextDecoder();
   await Promise.all(
     Array.from({ length: LAT_CMDS }, async (_, k) => {
-      const owner = nodes[k % nodes.length];
-      const reader = nodes[(k + 1) % nodes.length];
+      const owner = nodes[k % nodes.length] as BenchNode;
+      const reader = nodes[(k + 1) % nodes.length] as BenchNode;
       const run = await retry(() => owner.client.exec(cmd));
       const handle = await retry(() => reader.client.get(run.id));
       const attached = nowNs();
       await drain(handle, (ev) => {
         const t = nowNs();
-        for (const l of dec.decode(ev.value).split("\n")) {
+        // b64 (the default): output arrives as bytes.
+        for (const l of dec.decode(ev.value as Uint8Array).split("\n")) {
           if (l && BigInt(l) > attached) samples.push(Number(t - BigInt(l)) / 1e6);
         }
       });
     }),
   );
-  samples.sort((a, b) => a - b);
-  const q = (p) => samples[Math.min(samples.length - 1, Math.floor(p * samples.length))];
-  return { n: samples.length, p50: q(0.5), p99: q(0.99), max: samples.at(-1) };
+  return { p50: percentile(samples, 50), p99: percentile(samples, 99) };
+}
+
+interface MemoryRow {
+  payloadMiB: number;
+  events: number;
+  redisMiB: number;
+  perByte: number;
+  perEvent: number;
 }
 
 /**
  * Redis memory per MiB retained, for three event sizes, measured by appending
- * straight through RedisEventLog (deterministic event sizes; the runtime would
- * coalesce small writes differently on every machine).
+ * straight through the Redis event log (deterministic event sizes; the runtime
+ * would coalesce small writes differently on every machine).
  */
-async function redisMemory(redisUrl, redis) {
+async function redisMemory(redisUrl: string, redis: Redis) {
   const used = async () => {
     const info = await redis.info("memory");
-    return Number(/used_memory:(\d+)/.exec(info)[1]);
+    return Number(/used_memory:(\d+)/.exec(info)?.[1]);
   };
   const MiB = 1024 * 1024;
-  const out = {};
+  const out: Record<string, MemoryRow> = {};
   for (const [name, size] of [
     ["64 KiB events", 64 * 1024],
     ["4 KiB events", 4096],
     ["90 B events", 90],
-  ]) {
-    const log = new RedisEventLog({ redis: redisUrl, prefix: `mem${size}:`, logMaxBytes: 1 << 30 });
+  ] as const) {
+    const log = await openEventLog(`${redisUrl}?prefix=mem${size}:`, { logMaxBytes: 1 << 30 });
     const total = 32 * MiB;
     const perExec = 4 * MiB;
     const chunk = new Uint8Array(size).fill(120);
@@ -248,7 +201,7 @@ async function redisMemory(redisUrl, redis) {
       let seq = 0;
       const n = Math.floor(perExec / size);
       for (let i = 0; i < n; i += 256) {
-        const batch = [];
+        const batch: LoggedEvent[] = [];
         for (let k = i; k < Math.min(n, i + 256); k++)
           batch.push({ id, seq: ++seq, name: "stdout", value: chunk });
         await log.append(id, batch);
@@ -269,7 +222,7 @@ async function redisMemory(redisUrl, redis) {
   return out;
 }
 
-const fmt = (x, d = 1) => x.toFixed(d);
+const fmt = (x: number, d = 1) => x.toFixed(d);
 
 console.log(
   `cluster bench: ${COMMANDS} concurrent commands x ${LINES} lines; latency ${LAT_CMDS} x ${LAT_SAMPLES} samples`,
@@ -283,15 +236,17 @@ const singleLat = await latency([single]);
 await single.stop();
 
 // --- three nodes, one Redis
-const redis = await startRedis();
-const cluster = [];
-for (const id of ["a", "b", "c"]) cluster.push(await startNode(id, redis.url));
+const redisServer = await startRedis();
+const redis = new Redis(redisServer.url, { maxRetriesPerRequest: null });
+const cluster: BenchNode[] = [];
+for (const id of ["a", "b", "c"]) cluster.push(await startNode(id, redisServer.url));
 await throughput(cluster);
 const clusterTp = await throughput(cluster);
 const clusterLat = await latency(cluster);
-const mem = await redisMemory(redis.url, redis.redis);
+const mem = await redisMemory(redisServer.url, redis);
 for (const n of cluster) await n.stop();
-await redis.stop();
+redis.disconnect();
+await redisServer.close();
 
 console.log("\n| setup | throughput MB/s | events/s | wall s | p50 ms | p99 ms |");
 console.log("| --- | --- | --- | --- | --- | --- |");

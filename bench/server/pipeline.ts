@@ -3,38 +3,40 @@
 // frame encoder, one stream) -> a sink that only counts. It isolates what the server adds
 // on top of the runtime (encoding, batching, cache, GC) from socket and client
 // costs, which on 2 cores swamp end-to-end runs with noise.
-//   npm run build && node bench/server/pipeline.mjs [--size MiB] [--reps N]
+//   npm run bench:build && node .bench-out/bench/server/pipeline.js [--size MiB] [--reps N]
 // Modes per rep: "events" (for await over run.events(), no encoding) and
 // "pump" (the server's path to a counting sink).
 
 import { rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { Computer } from "../../dist/index.js";
-import { FrameEncoders } from "../../dist/server/streaming/encode-cache.js";
-import { pumpEvents } from "../../dist/server/streaming/pump.js";
+import { Computer, type ExecEvent } from "../../src/index.js";
+import { FrameEncoders } from "../../src/server/streaming/encode-cache.js";
+import { type ByteSink, pumpEvents } from "../../src/server/streaming/pump.js";
+import { numberOption } from "../support/args.js";
+import { median } from "../support/stats.js";
 
-const args = process.argv.slice(2);
-const opt = (name, def) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? Number(args[i + 1]) : def;
-};
-const SIZE = opt("size", 512) * 1024 * 1024;
-const REPS = opt("reps", 3);
+const SIZE = numberOption("size", 512) * 1024 * 1024;
+const REPS = numberOption("reps", 3);
 const ws = path.join(tmpdir(), `ac-pipeline-${process.pid}`);
 const computer = new Computer({ workspace: ws, heartbeatMs: 0 });
 const encoders = new FrameEncoders();
 
-async function once(mode) {
+type Mode = "events" | "pump";
+
+async function once(mode: Mode): Promise<number> {
   const t0 = performance.now();
   const run = await computer.exec(`head -c ${SIZE} /dev/zero`);
   let bytes = 0;
   if (mode === "events") {
-    for await (const ev of run.events({ heartbeats: false })) {
+    // Node's web streams are async iterable; the DOM typings do not say so.
+    for await (const ev of run.events({
+      heartbeats: false,
+    }) as unknown as AsyncIterable<ExecEvent>) {
       if (ev.name === "stdout") bytes += ev.value.length;
     }
   } else {
-    const sink = {
+    const sink: ByteSink = {
       closed: false,
       write: (_parts, n) => {
         bytes += n;
@@ -53,14 +55,14 @@ async function once(mode) {
   return SIZE / 1e6 / ((performance.now() - t0) / 1000);
 }
 
-const results = { events: [], pump: [] };
-for (let r = 0; r < REPS; r++) for (const m of Object.keys(results)) results[m].push(await once(m));
+const results: Record<Mode, number[]> = { events: [], pump: [] };
+for (let r = 0; r < REPS; r++)
+  for (const m of ["events", "pump"] as const) results[m].push(await once(m));
 await computer.close();
 rmSync(ws, { recursive: true, force: true });
-const med = (a) => [...a].sort((x, y) => x - y)[a.length >> 1];
 console.log(`| path (${SIZE / 1048576} MiB of /dev/zero, median of ${REPS}) | MB/s of output |`);
 console.log("| --- | ---: |");
-console.log(`| run.events(), no encoding | ${med(results.events).toFixed(0)} |`);
+console.log(`| run.events(), no encoding | ${median(results.events).toFixed(0)} |`);
 console.log(
-  `| pumpEvents + exec-wire frames to a counting sink | ${med(results.pump).toFixed(0)} |`,
+  `| pumpEvents + exec-wire frames to a counting sink | ${median(results.pump).toFixed(0)} |`,
 );

@@ -18,6 +18,7 @@ import path from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { ComputerClient } from "../client/client.js";
 import type { ExecRecord } from "../runtime/types.js";
+import type { ComputerError } from "../wire/errors.js";
 import type { ExecEvent } from "../wire/types.js";
 
 // Kept in step with server.ts; the server and runtime are imported lazily by
@@ -122,15 +123,11 @@ function writeOut(
  * Copies an execution's events to stdout/stderr and resolves with the exit
  * event (or undefined when the stream ended without one: tail of a finished run).
  */
-async function pipeEvents(
-  stream: ReadableStream<ExecEvent>,
-  pos: { seq: number },
-): Promise<ExecEvent | undefined> {
+async function pipeEvents(stream: ReadableStream<ExecEvent>): Promise<ExecEvent | undefined> {
   const reader = stream.getReader();
   for (;;) {
     const { value: ev, done } = await reader.read();
     if (done) return undefined;
-    if (ev.name !== "heartbeat") pos.seq = ev.seq;
     if (ev.name === "stdout") await writeOut(process.stdout, ev.value);
     else if (ev.name === "stderr") await writeOut(process.stderr, ev.value);
     else if (ev.name === "exit") return ev;
@@ -160,7 +157,6 @@ async function follow(
   onSigint: "kill" | "detach",
 ): Promise<number> {
   const handle = await client.get(id);
-  const ac = new AbortController();
   let interrupts = 0;
   const onInt = () => {
     interrupts++;
@@ -178,27 +174,17 @@ async function follow(
   };
   process.on("SIGINT", onInt);
   try {
-    let from = after;
-    const pos = { seq: typeof after === "number" ? after : 0 };
-    for (;;) {
-      try {
-        const exit = await pipeEvents(
-          handle.events({ after: from, heartbeats: false, signal: ac.signal }),
-          pos,
-        );
-        return exitCodeOf(exit, exit ? undefined : await handle.info());
-      } catch (err) {
-        // The log's ring dropped what we asked for: say so on stderr and go on
-        // from the earliest retained event rather than give up on the rest.
-        const e = err as { code?: string; earliestSeq?: number };
-        if (e?.code !== "ELOG_TRUNCATED" || typeof e.earliestSeq !== "number") throw err;
-        process.stderr.write(
-          `agent-computer: output seq ${pos.seq + 1}..${e.earliestSeq - 1} was dropped by the server's log; continuing\n`,
-        );
-        from = e.earliestSeq - 1;
-        pos.seq = from;
-      }
-    }
+    // The log's ring dropped what we asked for: say so on stderr and go on
+    // from the earliest retained event rather than give up on the rest.
+    const onTruncated = (err: ComputerError, last: number): number => {
+      if (typeof err.earliestSeq !== "number") throw err;
+      process.stderr.write(
+        `agent-computer: output seq ${last + 1}..${err.earliestSeq - 1} was dropped by the server's log; continuing\n`,
+      );
+      return err.earliestSeq - 1;
+    };
+    const exit = await pipeEvents(handle.events({ after, heartbeats: false, onTruncated }));
+    return exitCodeOf(exit, exit ? undefined : await handle.info());
   } finally {
     process.off("SIGINT", onInt);
   }

@@ -4,9 +4,13 @@
 //   seqs gap-free and without duplicates;
 // - the `eventsource` npm package, an independent SSE client, reconnects
 //   through the same kind of proxy with Last-Event-ID and receives every event
-//   exactly once.
+//   exactly once;
+// - a server that skips a seq: the SDK delivers every event before the gap,
+//   then fails with EGAP (nothing accepted is lost to the error).
 
 import { createHash } from "node:crypto";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { EventSource } from "eventsource";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -202,6 +206,50 @@ describe("resume across a server restart (durable log)", () => {
       await second?.close();
       await first.close().catch(() => {});
       await rm(base, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("a gap from the server", () => {
+  it("1, 2, 4: the consumer gets 1 and 2, then EGAP", async () => {
+    const line = (seq: number) =>
+      `${JSON.stringify({ id: "x", seq, name: "stdout", enc: "utf8", value: `line ${seq}\n` })}\n`;
+    const requests: string[] = [];
+    const server = createServer((req, res) => {
+      requests.push(req.url!);
+      if (req.url === "/v1/execs/x") {
+        res.setHeader("content-type", "application/json");
+        res.end(JSON.stringify({ id: "x", state: "running", lastSeq: 4, earliestSeq: 1 }));
+        return;
+      }
+      res.setHeader("content-type", "application/x-ndjson");
+      res.write(line(1) + line(2) + line(4)); // one chunk: the gap is in the same batch
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const client = new ComputerClient({ url, resume: { initialDelayMs: 1, maxDelayMs: 5 } });
+      const reader = (await client.get("x")).events({ heartbeats: false }).getReader();
+      const seqs: number[] = [];
+      let error: unknown;
+      try {
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          seqs.push(value.seq);
+        }
+      } catch (err) {
+        error = err;
+      }
+      expect(seqs).toEqual([1, 2]);
+      expect(error).toMatchObject({ code: "EGAP" });
+      expect((error as Error).message).toMatch(/expected seq 3, got 4/);
+      expect(requests.filter((u) => u.includes("/events"))).toEqual([
+        "/v1/execs/x/events?after=0&heartbeats=0",
+      ]);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
     }
   });
 });

@@ -3,10 +3,13 @@
 // and resuming until aborted.
 //
 // Shape decisions:
+// - The reconnecting is the project's one resume loop (src/wire/resume.ts);
+//   this file only plugs in the three transports and the page's policies.
 // - One cursor per connection, advanced only after a command was dispatched
 //   (or when the server says where its replay ended). Every reconnect asks for
 //   "after cursor" (SSE `Last-Event-ID`, WebSocket `?after=`, poll `?after=`),
-//   so a command is neither repeated nor skipped across reconnects.
+//   so a command is neither repeated nor skipped across reconnects. Positions
+//   may skip (compaction merges updates), so there is no gap check.
 // - Each command's stream position goes to `runtime.dispatch` so a runtime
 //   built with `relayWidgetId` mints `w<position>`, the id the relay already
 //   told the agent.
@@ -15,11 +18,14 @@
 //   runtime is reset and the channel replayed from its current state.
 // - 401/403 are final (retrying cannot fix a token) and reported with a reason
 //   the page can show. A browser WebSocket cannot see an upgrade's HTTP status,
-//   so after a failed open we ask the poll route once to learn it.
+//   so after a failed open we ask the poll route once to learn it. Anything
+//   else is reported and retried for as long as the page is open.
 // - Web standards only (fetch, WebSocket, AbortSignal); Node passes `WebSocket`
 //   from `ws` when it has no global one.
 
-import { consumeAAtUIStream } from "./consume.js";
+import { ComputerError, errorFromResponse } from "../wire/errors.js";
+import { batchQueue, resumable } from "../wire/resume.js";
+import { AAtUIStreamConsumer } from "./consume.js";
 import type { AAtUIRuntime } from "./runtime.js";
 import type { Command, UiEvent } from "./types.js";
 
@@ -74,27 +80,18 @@ export interface AAtUIConnection {
   close(): void;
 }
 
-class HttpStatusError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
+/** What a connection yields: a command at its stream position, a bare position (where a replay ended), or the end. */
+type Item =
+  | { kind: "command"; command: unknown; position: number | undefined }
+  | { kind: "position"; position: number }
+  | { kind: "done" };
 
-async function statusError(res: Response): Promise<HttpStatusError> {
-  let code = `HTTP_${res.status}`;
-  let message = `HTTP ${res.status}`;
-  try {
-    const body = (await res.json()) as { error?: { code?: string; message?: string } };
-    if (body?.error?.code) code = body.error.code;
-    if (body?.error?.message) message = body.error.message;
-  } catch {
-    // not JSON: keep the status
-  }
-  return new HttpStatusError(res.status, code, message);
+const DONE: Item = { kind: "done" };
+
+/** A position from the wire, when it is one (an SSE id is text; anything else is ignored). */
+function positionOf(value: unknown): number | undefined {
+  const n = typeof value === "string" && value !== "" ? Number(value) : value;
+  return typeof n === "number" && Number.isSafeInteger(n) ? n : undefined;
 }
 
 /**
@@ -112,8 +109,6 @@ export function connectAAtUI(
     /\/+$/,
     "",
   );
-  const minRetry = options.minRetryMs ?? 100;
-  const maxRetry = options.maxRetryMs ?? 5000;
   const inner = new AbortController();
   const signal = options.signal ? AbortSignal.any([options.signal, inner.signal]) : inner.signal;
   const headers: Record<string, string> = {};
@@ -125,6 +120,8 @@ export function connectAAtUI(
   let sendChain: Promise<void> = Promise.resolve();
   let resolveClosed!: (s: ConnectionState) => void;
   const closed = new Promise<ConnectionState>((r) => (resolveClosed = r));
+  /** Errors built from an HTTP answer: only these report a `status`. */
+  const answered = new WeakSet<object>();
 
   const setState = (s: ConnectionState, detail?: TransportError) => {
     if (state === s) return;
@@ -133,124 +130,156 @@ export function connectAAtUI(
   };
   const report = (e: TransportError) => options.onError?.(e);
 
-  const apply = (command: unknown, position: number | undefined) => {
-    runtime.dispatch(command, position === undefined ? undefined : { position });
-    if (position !== undefined && position > cursor) cursor = position;
+  const httpError = async (res: Response): Promise<ComputerError> => {
+    const e = await errorFromResponse(res);
+    answered.add(e);
+    return e;
   };
+  const transportError = (e: ComputerError): TransportError => ({
+    source: "transport",
+    code: e.code,
+    message: e.message,
+    ...(answered.has(e) ? { status: e.status } : {}),
+  });
 
-  /** The relay lost our place (or restarted): start over from its current state. */
-  const restart = () => {
-    runtime.reset();
-    cursor = 0;
-  };
+  // ---- one connection per transport: an async iterable of item batches ----
 
-  const sleep = (ms: number) =>
-    new Promise<void>((resolve) => {
-      if (signal.aborted) return resolve();
-      const t = setTimeout(done, ms);
-      function done() {
-        clearTimeout(t);
-        signal.removeEventListener("abort", done);
-        resolve();
-      }
-      signal.addEventListener("abort", done, { once: true });
-    });
-
-  // ---- one attempt per transport; each returns "done" or throws ----
-
-  async function sseOnce(onOpen: () => void): Promise<"done" | "end"> {
+  async function sse(after: number, connSignal: AbortSignal): Promise<AsyncIterable<Item[]>> {
     const h: Record<string, string> = { ...headers, accept: "text/event-stream" };
-    if (cursor > 0) h["last-event-id"] = String(cursor);
+    if (after > 0) h["last-event-id"] = String(after);
     const res = await doFetch(`${base}/stream`, {
       headers: h,
-      signal,
+      signal: connSignal,
       credentials: "same-origin",
       cache: "no-store",
     });
-    if (!res.ok || !res.body) throw await statusError(res);
-    onOpen();
-    const result = await consumeAAtUIStream(res.body, {
+    if (!res.ok) throw await httpError(res);
+    if (!res.body) throw new ComputerError("ENETWORK", "event stream response has no body");
+    return sseItems(res.body);
+  }
+
+  async function* sseItems(body: ReadableStream<Uint8Array>): AsyncGenerator<Item[]> {
+    let batch: Item[] = [];
+    const take = () => {
+      const b = batch;
+      batch = [];
+      return b;
+    };
+    const consumer = new AAtUIStreamConsumer({
       dispatch: (command: Command, meta) => {
-        apply(command, meta.position === undefined ? undefined : Number(meta.position));
+        batch.push({ kind: "command", command, position: positionOf(meta.position) });
       },
       handleError: (error, context) => {
         report({ source: "stream", code: error.code, message: error.message, raw: context.raw });
       },
       onPosition: (id) => {
-        const n = Number(id);
-        if (Number.isSafeInteger(n) && n > cursor) cursor = n;
+        const position = positionOf(id);
+        if (position !== undefined) batch.push({ kind: "position", position });
       },
     });
-    return result.reason;
+    const reader = body.getReader();
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) {
+          consumer.end();
+          if (batch.length > 0) yield take();
+          return; // cut without [DONE]: reconnect
+        }
+        if (consumer.push(value)) {
+          batch.push(DONE);
+          yield take();
+          return;
+        }
+        if (batch.length > 0) yield take();
+      }
+    } finally {
+      reader.cancel().catch(() => {});
+    }
   }
 
-  async function pollOnce(onOpen: () => void): Promise<"done" | "end"> {
-    let opened = false;
-    for (;;) {
-      if (signal.aborted) return "end";
-      const wait = opened ? (options.pollWaitMs ?? 25_000) : 0;
-      const res = await doFetch(`${base}/poll?after=${cursor}&wait=${wait}`, {
+  async function poll(after: number, connSignal: AbortSignal): Promise<AsyncIterable<Item[]>> {
+    const once = async (wait: number) => {
+      const res = await doFetch(`${base}/poll?after=${after}&wait=${wait}`, {
         headers: { ...headers, accept: "application/json" },
-        signal,
+        signal: connSignal,
         credentials: "same-origin",
         cache: "no-store",
       });
-      if (!res.ok) throw await statusError(res);
-      const body = (await res.json()) as {
+      if (!res.ok) throw await httpError(res);
+      return (await res.json()) as {
         commands?: unknown[];
         positions?: number[];
         cursor?: number;
         done?: boolean;
       };
-      if (!opened) {
-        opened = true;
-        onOpen();
-      }
+    };
+    const itemsOf = (body: Awaited<ReturnType<typeof once>>): Item[] => {
+      const batch: Item[] = [];
       const commands = Array.isArray(body.commands) ? body.commands : [];
-      for (let i = 0; i < commands.length; i++) apply(commands[i], body.positions?.[i]);
-      if (typeof body.cursor === "number" && body.cursor > cursor) cursor = body.cursor;
-      if (body.done) return "done";
-    }
+      for (let i = 0; i < commands.length; i++) {
+        const position = positionOf(body.positions?.[i]);
+        batch.push({ kind: "command", command: commands[i], position });
+        if (position !== undefined && position > after) after = position;
+      }
+      const position = positionOf(body.cursor);
+      if (position !== undefined) {
+        batch.push({ kind: "position", position });
+        if (position > after) after = position;
+      }
+      if (body.done) batch.push(DONE);
+      return batch;
+    };
+    // Asks for what follows as soon as an answer came, while the page applies
+    // it: a long-poll is always waiting at the relay (so a channel's end, or a
+    // command, reaches the page at once). Polling has no backpressure to keep.
+    const ask = (batch: Item[]) => {
+      if (batch.at(-1) === DONE) return undefined;
+      const p = once(options.pollWaitMs ?? 25_000);
+      p.catch(() => {}); // awaited below, unless the loop leaves first
+      return p;
+    };
+    // The first answer (no wait) is what "open" means for polling.
+    let batch = itemsOf(await once(0));
+    let next = ask(batch);
+    return (async function* () {
+      for (;;) {
+        if (batch.length > 0) yield batch;
+        if (!next) return;
+        batch = itemsOf(await next);
+        next = ask(batch);
+      }
+    })();
   }
 
-  function wsOnce(onOpen: () => void): Promise<"done" | "end"> {
+  function websocket(after: number, connSignal: AbortSignal): Promise<AsyncIterable<Item[]>> {
     const Ctor = options.WebSocket ?? (globalThis as { WebSocket?: WebSocketCtor }).WebSocket;
     if (!Ctor)
       return Promise.reject(
-        new HttpStatusError(
-          0,
-          "EUNSUPPORTED",
-          "no WebSocket implementation: pass options.WebSocket",
-        ),
+        new ComputerError("EUNSUPPORTED", "no WebSocket implementation: pass options.WebSocket"),
       );
     const wsUrl = new URL(`${base}/ws`);
     wsUrl.protocol = wsUrl.protocol === "https:" ? "wss:" : "ws:";
-    wsUrl.searchParams.set("after", String(cursor));
+    wsUrl.searchParams.set("after", String(after));
     wsUrl.searchParams.set("cursors", "1");
     // Browsers cannot set headers on a WebSocket: the token goes in the query (or the cookie does it).
     if (options.token) wsUrl.searchParams.set("token", options.token);
     return new Promise((resolve, reject) => {
       const ws = new Ctor(wsUrl.href);
       socket = ws;
+      const queue = batchQueue<Item>();
       let opened = false;
-      let finished = false;
       const onAbort = () => ws.close(1000, "closed by page");
-      signal.addEventListener("abort", onAbort, { once: true });
-      const finish = (fn: () => void) => {
-        if (finished) return;
-        finished = true;
-        signal.removeEventListener("abort", onAbort);
-        if (socket === ws) socket = undefined;
-        fn();
-      };
+      connSignal.addEventListener("abort", onAbort, { once: true });
       ws.onopen = () => {
         opened = true;
-        onOpen();
+        resolve(queue);
       };
       ws.onmessage = (msg: MessageEvent) => {
         const text = typeof msg.data === "string" ? msg.data : String(msg.data);
         if (text === "[DONE]") {
-          finish(() => resolve("done"));
+          queue.push(DONE);
+          queue.end();
           ws.close(1000);
           return;
         }
@@ -270,30 +299,42 @@ export function connectAAtUI(
           return;
         }
         if (value && typeof value === "object" && "command" in value)
-          apply(value.command, value.cursor);
-        else apply(value, undefined);
+          queue.push({
+            kind: "command",
+            command: value.command,
+            position: positionOf(value.cursor),
+          });
+        else queue.push({ kind: "command", command: value, position: undefined });
       };
       ws.onclose = (ev: CloseEvent) => {
+        connSignal.removeEventListener("abort", onAbort);
+        if (socket === ws) socket = undefined;
         if (ev.code === 4410) {
-          finish(() => reject(new HttpStatusError(410, "ELOG_TRUNCATED", ev.reason)));
+          const e = new ComputerError("ELOG_TRUNCATED", ev.reason || "cursor no longer held", {
+            status: 410,
+          });
+          if (opened) queue.fail(e);
+          else reject(e);
           return;
         }
-        if (!opened) {
-          // Learn why the upgrade failed (401? 403? 410?) from the poll route's status.
-          finish(() =>
-            doFetch(`${base}/poll?after=${cursor}`, { headers, signal, credentials: "same-origin" })
-              .then(async (res) => {
-                reject(
-                  res.ok
-                    ? new HttpStatusError(0, "ENETWORK", "WebSocket failed to open")
-                    : await statusError(res),
-                );
-              })
-              .catch(reject),
-          );
+        if (opened) {
+          queue.end(); // cut without [DONE] (or after it): the loop decides
           return;
         }
-        finish(() => resolve("end"));
+        // Learn why the upgrade failed (401? 403? 410?) from the poll route's status.
+        doFetch(`${base}/poll?after=${after}`, {
+          headers,
+          signal: connSignal,
+          credentials: "same-origin",
+        })
+          .then(async (res) => {
+            reject(
+              res.ok
+                ? new ComputerError("ENETWORK", "WebSocket failed to open")
+                : await httpError(res),
+            );
+          })
+          .catch(reject);
       };
       ws.onerror = () => {
         // onclose follows and decides.
@@ -301,55 +342,59 @@ export function connectAAtUI(
     });
   }
 
-  async function run() {
-    let delay = minRetry;
-    while (!signal.aborted) {
-      try {
-        const onOpen = () => {
-          delay = minRetry;
-          setState("open");
-        };
-        const outcome =
-          transport === "sse"
-            ? await sseOnce(onOpen)
-            : transport === "poll"
-              ? await pollOnce(onOpen)
-              : await wsOnce(onOpen);
-        if (outcome === "done") {
-          setState("done");
-          return;
-        }
-      } catch (err) {
-        if (signal.aborted) break;
-        const e = err as Partial<HttpStatusError>;
-        if (e.status === 410) {
-          restart();
-          continue;
-        }
-        if (e.status === 401 || e.status === 403) {
-          const detail: TransportError = {
-            source: "transport",
-            code: e.code ?? "EUNAUTHORIZED",
-            message: e.message ?? "unauthorized",
-            status: e.status,
-          };
-          report(detail);
-          setState("unauthorized", detail);
-          return;
-        }
-        report({
-          source: "transport",
-          code: e.code ?? "ENETWORK",
-          message: e.message ?? String(err),
-          ...(e.status ? { status: e.status } : {}),
-        });
-      }
-      if (signal.aborted) break;
+  const stream = resumable<Item>({
+    after: cursor,
+    connect: transport === "sse" ? sse : transport === "poll" ? poll : websocket,
+    seqOf: (item) => (item.kind === "done" ? undefined : item.position),
+    isEnd: (item) => item.kind === "done",
+    // Compaction merges updates away: positions may skip.
+    gapFree: false,
+    // A page keeps trying for as long as it is open; only a refused token is final.
+    retry: {
+      maxRetries: Number.POSITIVE_INFINITY,
+      initialDelayMs: options.minRetryMs ?? 100,
+      maxDelayMs: options.maxRetryMs ?? 5000,
+    },
+    retryable: (e) => e.status !== 401 && e.status !== 403,
+    // The relay lost our place (or restarted): start over from its current state.
+    onTruncated: () => {
+      runtime.reset();
+      cursor = 0;
+      return 0;
+    },
+    signal,
+    onState: (s, error) => {
+      if (s === "open") return setState("open");
+      if (error) report(transportError(error));
       setState("reconnecting");
-      await sleep(delay * (0.75 + Math.random() * 0.5));
-      delay = Math.min(delay * 2, maxRetry);
+    },
+  });
+
+  async function run() {
+    const reader = stream.getReader();
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) return setState("done");
+        if (value.kind === "command")
+          runtime.dispatch(
+            value.command,
+            value.position === undefined ? undefined : { position: value.position },
+          );
+        if (value.kind !== "done" && value.position !== undefined && value.position > cursor)
+          cursor = value.position;
+      }
+    } catch (err) {
+      const e = err as ComputerError;
+      if (signal.aborted || e.code === "EABORTED") return setState("closed");
+      if (e.status === 401 || e.status === 403) {
+        const detail = { ...transportError(e), status: e.status };
+        report(detail);
+        return setState("unauthorized", detail);
+      }
+      report(transportError(e));
+      setState("closed");
     }
-    setState("closed");
   }
 
   run()
@@ -371,7 +416,7 @@ export function connectAAtUI(
           credentials: "same-origin",
         });
         if (!res.ok) {
-          const e = await statusError(res);
+          const e = await errorFromResponse(res);
           report({
             source: "transport",
             code: e.code,

@@ -2,10 +2,12 @@
 // live output to stdout/stderr until the exit, and exit with its code. Ctrl-C
 // either forwards SIGINT to the remote command (exec: a second Ctrl-C stops
 // waiting) or detaches (attach, logs -f). The SDK's event stream does the
-// reconnecting; this only decides what the person at the terminal sees.
+// reconnecting and resuming; this only decides what the person at the
+// terminal sees, including a line on stderr when the log dropped output.
 
 import type { ComputerClient } from "../client/client.js";
 import type { ExecRecord } from "../runtime/types.js";
+import type { ComputerError } from "../wire/errors.js";
 import type { After } from "../wire/position.js";
 import type { ExecEvent } from "../wire/types.js";
 import { describeError } from "./options.js";
@@ -15,15 +17,11 @@ import { flushAndExit, writeEvent } from "./output.js";
  * Copies an execution's events to stdout/stderr and resolves with the exit
  * event (or undefined when the stream ended without one: tail of a finished run).
  */
-async function pipeEvents(
-  stream: ReadableStream<ExecEvent>,
-  at: { seq: number },
-): Promise<ExecEvent | undefined> {
+async function pipeEvents(stream: ReadableStream<ExecEvent>): Promise<ExecEvent | undefined> {
   const reader = stream.getReader();
   for (;;) {
     const { value: ev, done } = await reader.read();
     if (done) return undefined;
-    if (ev.name !== "heartbeat") at.seq = ev.seq;
     if (ev.name === "exit") return ev;
     await writeEvent(ev);
   }
@@ -42,7 +40,6 @@ export async function follow(
   onSigint: "kill" | "detach",
 ): Promise<number> {
   const handle = await client.get(id);
-  const ac = new AbortController();
   let interrupts = 0;
   const onInt = () => {
     interrupts++;
@@ -60,27 +57,17 @@ export async function follow(
   };
   process.on("SIGINT", onInt);
   try {
-    let from = after;
-    const at = { seq: typeof after === "number" ? after : 0 };
-    for (;;) {
-      try {
-        const exit = await pipeEvents(
-          handle.events({ after: from, heartbeats: false, signal: ac.signal }),
-          at,
-        );
-        return exitCodeOf(exit, exit ? undefined : await handle.info());
-      } catch (err) {
-        // The log's ring dropped what we asked for: say so on stderr and go on
-        // from the earliest retained event rather than give up on the rest.
-        const e = err as { code?: string; earliestSeq?: number };
-        if (e?.code !== "ELOG_TRUNCATED" || typeof e.earliestSeq !== "number") throw err;
-        process.stderr.write(
-          `agent-computer: output seq ${at.seq + 1}..${e.earliestSeq - 1} was dropped by the server's log; continuing\n`,
-        );
-        from = e.earliestSeq - 1;
-        at.seq = from;
-      }
-    }
+    // The log's ring dropped what we asked for: say so on stderr and go on
+    // from the earliest retained event rather than give up on the rest.
+    const onTruncated = (err: ComputerError, last: number): number => {
+      if (typeof err.earliestSeq !== "number") throw err;
+      process.stderr.write(
+        `agent-computer: output seq ${last + 1}..${err.earliestSeq - 1} was dropped by the server's log; continuing\n`,
+      );
+      return err.earliestSeq - 1;
+    };
+    const exit = await pipeEvents(handle.events({ after, heartbeats: false, onTruncated }));
+    return exitCodeOf(exit, exit ? undefined : await handle.info());
   } finally {
     process.off("SIGINT", onInt);
   }

@@ -3,18 +3,16 @@
 // so it runs in Node, browsers, Deno, Bun and Workers.
 //
 // The core promise is lossless auto-resume. `handle.events()` reads the
-// exec-wire stream; when the connection breaks (reset, proxy timeout, server
-// restart with a durable log) it reconnects with backoff and asks for
-// `after=<last seq it delivered>`. Every logged event therefore reaches the
-// consumer exactly once, in order:
-// - seq <= last delivered: a duplicate from the overlap, dropped;
-// - seq  > last delivered + 1: a gap, which can only mean lost data: an error
-//   (EGAP), never silent;
-// - a 410 / ELOG_TRUNCATED (the server no longer has the next seq) is an error
-//   carrying earliestSeq, so the caller can decide to continue from there.
-// The stream is pull-based: the response body is read only when the consumer
-// asks for more, so a slow consumer applies TCP backpressure all the way to the
-// server, which in turn just falls behind in the log.
+// exec-wire stream through the project's one resume loop (src/wire/resume.ts):
+// when the connection breaks (reset, proxy timeout, server restart with a
+// durable log) it reconnects with backoff and asks for `after=<last seq it
+// delivered>`. Every logged event therefore reaches the consumer exactly once,
+// in order: duplicates from the overlap are dropped, a gap is EGAP (never
+// silent), and a 410 / ELOG_TRUNCATED is an error carrying earliestSeq unless
+// the caller passes a truncation policy. The stream is pull-based: the
+// response body is read only when the consumer asks for more, so a slow
+// consumer applies TCP backpressure all the way to the server, which in turn
+// just falls behind in the log.
 
 import type {
   ComputerApi,
@@ -29,16 +27,27 @@ import { decodeBase64, encodeBase64 } from "../wire/base64.js";
 import { ComputerError, errorFromResponse } from "../wire/errors.js";
 import { ExecWireDecoder } from "../wire/exec-wire.js";
 import { parseAfter, resolveAfter } from "../wire/position.js";
+import {
+  DEFAULT_RESUME,
+  type ResumeOptions,
+  resumable,
+  retrying,
+  type TruncationPolicy,
+} from "../wire/resume.js";
 import type { Chunk, ExecEvent } from "../wire/types.js";
 import { UiClient } from "./ui.js";
 
-export interface ResumeOptions {
-  /** Consecutive failed attempts (without any progress) before giving up. Default 10. */
-  maxRetries?: number;
-  /** First backoff delay; doubles per failure. Default 50 ms. */
-  initialDelayMs?: number;
-  /** Backoff cap. Default 2000 ms. */
-  maxDelayMs?: number;
+export type { ResumeOptions, TruncationPolicy };
+
+/** events() options of a remote handle: the ExecHandle ones, plus what to do when the log was truncated. */
+export interface RemoteEventsOptions extends EventsOptions {
+  /**
+   * Called on ELOG_TRUNCATED (the server no longer has the next seq) with the
+   * error (`earliestSeq`) and the last seq delivered; returns the seq to
+   * continue after, e.g. `earliestSeq - 1` to go on knowingly. Without it the
+   * stream fails with the error.
+   */
+  onTruncated?: TruncationPolicy;
 }
 
 export interface ComputerClientOptions {
@@ -82,48 +91,12 @@ export interface FilesApi {
 
 const NDJSON = "application/x-ndjson";
 
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) {
-      reject(abortError());
-      return;
-    }
-    const t = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(t);
-      reject(abortError());
-    };
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
-}
-
-function abortError(): ComputerError {
-  return new ComputerError("EABORTED", "aborted");
-}
-
 function encodePath(p: string): string {
   return p
     .split("/")
     .filter((s, i, all) => !(s === "" && (i === 0 || i === all.length - 1)))
     .map(encodeURIComponent)
     .join("/");
-}
-
-/** Error codes that mean "try again later", for event streams and result(). */
-function retryable(err: unknown): boolean {
-  const code = (err as { code?: unknown })?.code;
-  // ELAGGING: the server cut us for reading too slowly; the log still has the
-  // events (or the resume gets 410 ELOG_TRUNCATED, which is surfaced).
-  return (
-    code === "ENETWORK" ||
-    code === "ECLOSED" ||
-    code === "EINTERNAL" ||
-    code === "ELAGGING" ||
-    code === "EUNAVAILABLE"
-  );
 }
 
 export class ComputerClient implements ComputerApi {
@@ -147,13 +120,14 @@ export class ComputerClient implements ComputerApi {
     if (typeof f !== "function") throw new ComputerError("EINVAL", "no fetch implementation");
     this.fetchImpl = (input, init) => f(input, init); // unbound fetch breaks in browsers
     this.extraHeaders = options.headers ?? {};
-    this.resume = {
-      maxRetries: options.resume?.maxRetries ?? 10,
-      initialDelayMs: options.resume?.initialDelayMs ?? 50,
-      maxDelayMs: options.resume?.maxDelayMs ?? 2000,
-    };
+    this.resume = { ...DEFAULT_RESUME, ...options.resume };
     this.files = this.makeFiles();
-    this.ui = new UiClient({ url: this.url, token: this.token, fetch: this.fetchImpl });
+    this.ui = new UiClient({
+      url: this.url,
+      token: this.token,
+      fetch: this.fetchImpl,
+      resume: this.resume,
+    });
   }
 
   /** @internal One request; non-2xx answers become ComputerErrors with the server's code. */
@@ -181,7 +155,7 @@ export class ComputerClient implements ComputerApi {
     try {
       res = await this.fetchImpl(this.url + path, requestInit);
     } catch (err) {
-      if (init.signal?.aborted) throw abortError();
+      if (init.signal?.aborted) throw new ComputerError("EABORTED", "aborted");
       throw new ComputerError("ENETWORK", `cannot reach ${this.url}: ${describe(err)}`, {
         cause: err,
       });
@@ -299,32 +273,68 @@ export class RemoteExecHandle<V extends Chunk = Chunk> implements ExecHandle<V> 
     return `/v1/execs/${encodeURIComponent(this.id)}`;
   }
 
-  events(options: EventsOptions = {}): ReadableStream<ExecEvent<V>> {
-    return resumingEventStream<V>(this.client, this.id, this.path, options);
+  /**
+   * The auto-resuming event stream. `after: "tail"` first reads the record's
+   * lastSeq (pinned, so a resume after a drop continues exactly where the tail
+   * began instead of skipping what happened between).
+   */
+  events(options: RemoteEventsOptions = {}): ReadableStream<ExecEvent<V>> {
+    const { client, id, path } = this;
+    const heartbeats = options.heartbeats !== false;
+    const lastSeq = async (signal: AbortSignal) =>
+      ((await (await client.request("GET", path, { signal })).json()) as ExecRecord).lastSeq;
+    return resumable<ExecEvent<V>>({
+      after: options.after === "tail" ? lastSeq : (options.after ?? 0),
+      connect: async (after, signal) => {
+        const res = await client.request(
+          "GET",
+          `${path}/events?after=${after}${heartbeats ? "" : "&heartbeats=0"}`,
+          { headers: { accept: NDJSON }, signal },
+        );
+        if (!res.body) throw new ComputerError("ENETWORK", "event stream response has no body");
+        return decodeEvents<V>(res.body, id, heartbeats);
+      },
+      seqOf: (ev) => (ev.name === "heartbeat" ? undefined : ev.seq),
+      isEnd: (ev) => ev.name === "exit",
+      // Ended without exit: a cut connection, or nothing more will come (tail
+      // of a finished execution). The record tells which.
+      ended: async (after, signal) => {
+        const rec = (await (await client.request("GET", path, { signal })).json()) as ExecRecord;
+        if (rec.state !== "running" && rec.lastSeq <= after) return true;
+        throw new ComputerError("ENETWORK", "event stream ended before the exit event");
+      },
+      retry: client.resume,
+      onTruncated: options.onTruncated,
+      signal: options.signal,
+      highWaterMark: 16,
+    });
   }
 
-  async subscribe(options: EventsOptions = {}): Promise<ReadableStream<ExecEvent<V>>> {
+  async subscribe(options: RemoteEventsOptions = {}): Promise<ReadableStream<ExecEvent<V>>> {
     resolveAfter(this.id, parseAfter(options.after), await this.info());
     return this.events(options);
   }
 
   async result(options: { signal?: AbortSignal } = {}): Promise<ExecResult<V>> {
     // GET /result waits for the exit; it is idempotent, so a broken connection is just retried.
-    const r = await withRetry(this.client, options.signal, async () => {
-      const res = await this.client.request("GET", `${this.path}/result`, {
-        signal: options.signal,
-      });
-      return (await res.json()) as {
-        id: string;
-        status: ExecResult["status"];
-        exitCode: number | null;
-        signal?: string;
-        encoding: "b64" | "utf8";
-        stdout: string;
-        stderr: string;
-        truncated: boolean;
-      };
-    });
+    const r = await retrying(
+      async () => {
+        const res = await this.client.request("GET", `${this.path}/result`, {
+          signal: options.signal,
+        });
+        return (await res.json()) as {
+          id: string;
+          status: ExecResult["status"];
+          exitCode: number | null;
+          signal?: string;
+          encoding: "b64" | "utf8";
+          stdout: string;
+          stderr: string;
+          truncated: boolean;
+        };
+      },
+      { retry: this.client.resume, signal: options.signal },
+    );
     const out: ExecResult<V> = {
       id: r.id,
       status: r.status,
@@ -361,189 +371,37 @@ export class RemoteExecHandle<V extends Chunk = Chunk> implements ExecHandle<V> 
   }
 }
 
-async function withRetry<T>(
-  client: ComputerClient,
-  signal: AbortSignal | undefined,
-  fn: () => Promise<T>,
-): Promise<T> {
-  let failures = 0;
-  for (;;) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (signal?.aborted) throw abortError();
-      if (!retryable(err) || failures >= client.resume.maxRetries) throw err;
-      await sleep(backoff(client, failures++), signal);
-    }
-  }
-}
-
-function backoff(client: ComputerClient, failures: number): number {
-  const base = Math.min(client.resume.maxDelayMs, client.resume.initialDelayMs * 2 ** failures);
-  return base / 2 + Math.random() * (base / 2); // jitter: many clients do not reconnect in lockstep
-}
-
 /**
- * The auto-resuming event stream. State: `last` is the seq of the last logged
- * event delivered to the consumer; every (re)connection asks for `after=last`.
+ * One connection's events: the body decoded batch by batch, only as the loop
+ * asks for more. Events of other executions (none over HTTP; defensive) and
+ * unwanted heartbeats are left out; a broken body is a network failure (the
+ * loop resumes), a decoder's coded error (an error frame, a malformed line)
+ * keeps its code.
  */
-function resumingEventStream<V extends Chunk>(
-  client: ComputerClient,
+async function* decodeEvents<V extends Chunk>(
+  body: ReadableStream<Uint8Array>,
   id: string,
-  path: string,
-  options: EventsOptions,
-): ReadableStream<ExecEvent<V>> {
-  const heartbeats = options.heartbeats !== false;
-  const ac = new AbortController();
-  const outer = options.signal;
-  const onOuterAbort = () => ac.abort();
-  if (outer) {
-    if (outer.aborted) ac.abort();
-    else outer.addEventListener("abort", onOuterAbort, { once: true });
-  }
-  let last: number | undefined = options.after === "tail" ? undefined : (options.after ?? 0);
-  let body: ReadableStreamDefaultReader<Uint8Array> | undefined;
-  let decoder: ExecWireDecoder | undefined;
-  let failures = 0;
-  let finished = false;
-
-  const cleanup = () => {
-    finished = true;
-    outer?.removeEventListener("abort", onOuterAbort);
-    body?.cancel().catch(() => {});
-    body = undefined;
-  };
-
-  const connect = async (): Promise<void> => {
-    if (last === undefined) {
-      // "tail": pin the position first, so a resume after a drop continues
-      // exactly where the tail began instead of skipping what happened between.
-      const rec = (await (
-        await client.request("GET", path, { signal: ac.signal })
-      ).json()) as ExecRecord;
-      last = rec.lastSeq;
-    }
-    const res = await client.request(
-      "GET",
-      `${path}/events?after=${last}${heartbeats ? "" : "&heartbeats=0"}`,
-      {
-        headers: { accept: NDJSON },
-        signal: ac.signal,
-      },
-    );
-    if (!res.body) throw new ComputerError("ENETWORK", "event stream response has no body");
-    body = res.body.getReader();
-    decoder = new ExecWireDecoder();
-  };
-
-  /** Delivers decoded events; returns true when the exit was delivered. */
-  const deliver = (
-    events: ExecEvent[],
-    controller: ReadableStreamDefaultController<ExecEvent<V>>,
-  ): boolean => {
-    for (const ev of events) {
-      if (ev.id !== id) continue;
-      if (ev.name === "heartbeat") {
-        if (heartbeats) controller.enqueue(ev as ExecEvent<V>);
-        continue;
+  heartbeats: boolean,
+): AsyncGenerator<ExecEvent<V>[]> {
+  const reader = body.getReader();
+  const decoder = new ExecWireDecoder<V>();
+  try {
+    for (;;) {
+      let r: ReadableStreamReadResult<Uint8Array>;
+      try {
+        r = await reader.read();
+      } catch (err) {
+        throw new ComputerError("ENETWORK", `event stream broke: ${describe(err)}`, {
+          cause: err,
+        });
       }
-      const expected = (last ?? 0) + 1;
-      if (ev.seq < expected) continue; // overlap after a resume
-      if (ev.seq > expected) {
-        throw new ComputerError(
-          "EGAP",
-          `event stream gap: expected seq ${expected}, got ${ev.seq}`,
-        );
-      }
-      last = ev.seq;
-      failures = 0; // progress resets the backoff
-      controller.enqueue(ev as ExecEvent<V>);
-      if (ev.name === "exit") return true;
+      const events = r.done ? decoder.end() : decoder.push(r.value);
+      const keep = (ev: ExecEvent<V>) => ev.id === id && (heartbeats || ev.name !== "heartbeat");
+      const mine = events.every(keep) ? events : events.filter(keep);
+      if (mine.length > 0) yield mine;
+      if (r.done) return;
     }
-    return false;
-  };
-
-  return new ReadableStream<ExecEvent<V>>(
-    {
-      pull: async (controller) => {
-        for (;;) {
-          if (finished) return;
-          try {
-            if (ac.signal.aborted) throw abortError();
-            if (!body) await connect();
-            const { value, done } = await body!.read();
-            if (done) {
-              const tailEvents = decoder!.end();
-              if (deliver(tailEvents, controller)) {
-                cleanup();
-                controller.close();
-                return;
-              }
-              body = undefined;
-              // Ended without exit: a cut connection, or nothing more will come
-              // (tail of a finished execution). The record tells which.
-              const rec = (await (
-                await client.request("GET", path, { signal: ac.signal })
-              ).json()) as ExecRecord;
-              if (rec.state !== "running" && rec.lastSeq <= (last ?? 0)) {
-                cleanup();
-                controller.close();
-                return;
-              }
-              throw new ComputerError("ENETWORK", "event stream ended before the exit event");
-            }
-            const events = decoder!.push(value);
-            if (deliver(events, controller)) {
-              cleanup();
-              controller.close();
-              return;
-            }
-            if (events.length > 0) return; // delivered something: wait for the next pull
-          } catch (err) {
-            body?.cancel().catch(() => {});
-            body = undefined;
-            if (ac.signal.aborted) {
-              cleanup();
-              controller.error(abortError());
-              return;
-            }
-            const e = normalizeStreamError(err);
-            if (!retryable(e) || failures >= client.resume.maxRetries) {
-              cleanup();
-              controller.error(e);
-              return;
-            }
-            try {
-              await sleep(backoff(client, failures++), ac.signal);
-            } catch {
-              cleanup();
-              controller.error(abortError());
-              return;
-            }
-          }
-        }
-      },
-      cancel: () => {
-        cleanup();
-        ac.abort();
-      },
-    },
-    { highWaterMark: 16 },
-  );
-}
-
-/** Body read failures (TypeError: terminated, ECONNRESET, ...) are network errors; coded errors pass. */
-function normalizeStreamError(err: unknown): unknown {
-  if (err instanceof ComputerError) return err;
-  const code = (err as { code?: unknown })?.code;
-  if (
-    typeof code === "string" &&
-    /^E[A-Z_]+$/.test(code) &&
-    code !== "ECONNRESET" &&
-    code !== "EPIPE"
-  ) {
-    // a coded error from the decoder (error frame, malformed line): not retryable unless ECLOSED
-    return err;
+  } finally {
+    reader.cancel().catch(() => {});
   }
-  return new ComputerError("ENETWORK", `event stream broke: ${describe(err)}`, { cause: err });
 }

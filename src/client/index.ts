@@ -11,8 +11,10 @@ export {
   type ComputerClientOptions,
   type FileEntry,
   type FilesApi,
+  type RemoteEventsOptions,
   RemoteExecHandle,
   type ResumeOptions,
+  type TruncationPolicy,
 } from "./client.js";
 export {
   type ChannelOption,

@@ -7,9 +7,14 @@
 // can update the widget at once, without waiting for a page to be open. The
 // `aui:widget-ready` events in `events()` confirm it (and carry the id a page
 // with its own minting chose, with the render's `position`).
+//
+// `events()` is the project's one resume loop (src/wire/resume.ts) over
+// long-polling: the same cursor, dedupe, backoff and retry budget as the exec
+// event streams, tuned by the same `resume` options.
 
 import type { JsonObject, UiEvent } from "../aui/types.js";
-import { ComputerError, errorFromResponse } from "../wire/errors.js";
+import { ComputerError, errorFromResponse, hasCode } from "../wire/errors.js";
+import { DEFAULT_RESUME, type ResumeOptions, resumable } from "../wire/resume.js";
 
 export interface UiClientOptions {
   /** Server base URL, e.g. "http://127.0.0.1:8787". */
@@ -18,6 +23,8 @@ export interface UiClientOptions {
   fetch?: typeof fetch;
   /** Default channel (default "default"). */
   channel?: string;
+  /** Reconnect tuning for events() (default: 10 retries, 50 ms doubling to 2 s). */
+  resume?: ResumeOptions;
 }
 
 export interface PublishResult {
@@ -46,6 +53,7 @@ export class UiClient {
   private readonly base: string;
   private readonly token: string | null | undefined;
   private readonly doFetch: typeof fetch;
+  private readonly resume: Required<ResumeOptions>;
   readonly channelName: string;
 
   constructor(options: UiClientOptions) {
@@ -53,11 +61,18 @@ export class UiClient {
     this.token = options.token;
     this.doFetch = options.fetch ?? globalThis.fetch.bind(globalThis);
     this.channelName = options.channel ?? "default";
+    this.resume = { ...DEFAULT_RESUME, ...options.resume };
   }
 
   /** The same client bound to another channel. */
   channel(name: string): UiClient {
-    return new UiClient({ url: this.base, token: this.token, fetch: this.doFetch, channel: name });
+    return new UiClient({
+      url: this.base,
+      token: this.token,
+      fetch: this.doFetch,
+      channel: name,
+      resume: this.resume,
+    });
   }
 
   private path(channel: string | undefined, suffix: string): string {
@@ -135,47 +150,54 @@ export class UiClient {
   /**
    * UI events as an async iterable: replays from `after` then follows by
    * long-polling. Each event carries its `seq`; pass the last one as `after`
-   * to resume. Network errors are retried with backoff; a gap (events dropped
-   * from the bounded log) throws `ELOG_TRUNCATED` with `earliestSeq`.
+   * to resume. Failures that mean "try again" are retried with backoff, up to
+   * the `resume` budget; a gap (events dropped from the bounded log) throws
+   * `ELOG_TRUNCATED` with `earliestSeq`. Aborting `signal` ends the iteration.
    */
   async *events(options: UiEventsOptions = {}): AsyncGenerator<ReceivedUiEvent, void, undefined> {
-    const signal = options.signal;
-    let after: number;
-    if (options.after === "tail") {
-      const head = await this.request<{ cursor: number }>(
-        `${this.path(options.channel, "/events")}?after=tail`,
-        {
-          headers: this.headers(),
-          signal,
-        },
-      );
-      after = head.cursor;
-    } else after = options.after ?? 0;
-    let delay = 100;
-    while (!signal?.aborted) {
-      let body: { events: ReceivedUiEvent[]; cursor: number; done: boolean };
-      try {
-        body = await this.request(
-          `${this.path(options.channel, "/events")}?after=${after}&wait=${options.waitMs ?? 25_000}`,
-          {
-            headers: this.headers(),
-            signal,
-          },
-        );
-      } catch (err) {
-        const code = (err as ComputerError).code;
-        if (code === "EABORTED" || signal?.aborted) return;
-        if (code !== "ENETWORK") throw err;
-        await new Promise((r) => setTimeout(r, delay));
-        delay = Math.min(delay * 2, 5000);
-        continue;
+    const url = this.path(options.channel, "/events");
+    const headers = this.headers();
+    const waitMs = options.waitMs ?? 25_000;
+    const request = this.request.bind(this);
+    const stream = resumable<ReceivedUiEvent>({
+      after:
+        options.after === "tail"
+          ? async (signal) =>
+              (await request<{ cursor: number }>(`${url}?after=tail`, { headers, signal })).cursor
+          : (options.after ?? 0),
+      // One connection long-polls until the channel is done (the only way it returns).
+      connect: async function* (after, signal) {
+        for (;;) {
+          const body = await request<{ events: ReceivedUiEvent[]; done: boolean }>(
+            `${url}?after=${after}&wait=${waitMs}`,
+            { headers, signal },
+          );
+          if (body.events.length > 0) {
+            after = body.events[body.events.length - 1]!.seq;
+            yield body.events;
+          } else if (body.done) return;
+        }
+      },
+      seqOf: (ev) => ev.seq,
+      ended: () => true,
+      retry: this.resume,
+      signal: options.signal,
+    });
+    const reader = stream.getReader();
+    try {
+      for (;;) {
+        let r: ReadableStreamReadResult<ReceivedUiEvent>;
+        try {
+          r = await reader.read();
+        } catch (err) {
+          if (hasCode(err, "EABORTED")) return;
+          throw err;
+        }
+        if (r.done) return;
+        yield r.value;
       }
-      delay = 100;
-      for (const ev of body.events) {
-        after = ev.seq;
-        yield ev;
-      }
-      if (body.done && body.events.length === 0) return;
+    } finally {
+      reader.cancel().catch(() => {});
     }
   }
 

@@ -22,6 +22,8 @@
 import { type ConnectionState, connectAAtUI } from "../../aui/connect.js";
 import { type AAtUIComponent, createAAtUIRuntime, relayWidgetId } from "../../aui/runtime.js";
 import type { Manifest } from "../../aui/types.js";
+import { ComputerError, codeOf, toErrorCode } from "../../wire/errors.js";
+import { type BatchQueue, batchQueue, resumable } from "../../wire/resume.js";
 
 interface XTerm {
   open(el: HTMLElement): void;
@@ -233,85 +235,128 @@ interface ExecFrame {
   signal?: string;
   reason?: string;
   code?: string;
+  message?: string;
+  earliestSeq?: number;
 }
 
 /**
  * All terminals share ONE WebSocket to /v1/ws (executions multiplexed by id):
  * a browser allows only 6 HTTP/1.1 connections per host, so one EventSource
  * per terminal would starve the page (and its relay stream) with a handful of
- * running commands. Each subscription remembers its last seq; after a
- * reconnect it resumes from there, so output is neither lost nor repeated.
+ * running commands. Each subscription is the project's resume loop
+ * (wire/resume.ts) whose "connection" is a subscribe/resume message on the
+ * shared socket: when the socket closes, every subscription reconnects (the
+ * first one opens a new socket, the others join it) and resumes after its last
+ * seq, so output is neither lost nor repeated. An error frame for an id is
+ * that subscription's error: retried when it means "try again" (ELAGGING),
+ * otherwise shown as the end of the output.
  */
 class ExecStreams {
   private ws: WebSocket | undefined;
-  private readonly subs = new Map<
-    string,
-    { onFrame: (f: ExecFrame) => void; lastSeq: number; done: boolean }
-  >();
-  private retryMs = 250;
+  private opening: Promise<WebSocket> | undefined;
+  /** The open connection of each subscription (and the socket it is on), fed by the socket's messages. */
+  private readonly queues = new Map<string, { queue: BatchQueue<ExecFrame>; ws: WebSocket }>();
 
   subscribe(id: string, onFrame: (f: ExecFrame) => void): () => void {
-    this.subs.set(id, { onFrame, lastSeq: 0, done: false });
-    this.ensure();
-    this.sendSub(id);
-    return () => {
-      const s = this.subs.get(id);
-      this.subs.delete(id);
-      if (s && !s.done) this.send({ type: "unsubscribe", id });
-    };
+    const ac = new AbortController();
+    const frames = resumable<ExecFrame>({
+      connect: (after, signal) => this.connect(id, after, signal),
+      seqOf: (f) => f.seq,
+      isEnd: (f) => f.name === "exit",
+      // A page keeps its terminals live for as long as it is open.
+      retry: { maxRetries: Number.POSITIVE_INFINITY, initialDelayMs: 250, maxDelayMs: 5000 },
+      signal: ac.signal,
+    }).getReader();
+    void (async () => {
+      try {
+        for (;;) {
+          const { value, done } = await frames.read();
+          if (done) return;
+          onFrame(value);
+        }
+      } catch (err) {
+        if (!ac.signal.aborted) onFrame({ name: "error", code: codeOf(err) ?? "error" });
+      }
+    })();
+    return () => ac.abort();
   }
 
-  private send(msg: unknown) {
-    if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(msg));
-  }
-
-  private sendSub(id: string) {
-    const s = this.subs.get(id);
-    if (!s || s.done) return;
-    this.send(
-      s.lastSeq > 0
-        ? { type: "resume", id, after: s.lastSeq }
-        : { type: "subscribe", id, after: 0, heartbeats: false },
-    );
-  }
-
-  private ensure() {
-    if (this.ws) return;
+  /** Opens (or joins) the shared socket; rejects when it closes before opening. */
+  private socket(): Promise<WebSocket> {
+    if (this.ws?.readyState === WebSocket.OPEN) return Promise.resolve(this.ws);
+    if (this.ws?.readyState === WebSocket.CONNECTING && this.opening) return this.opening;
     const ws = new WebSocket(
       `${location.protocol === "https:" ? "wss:" : "ws:"}//${location.host}/v1/ws`,
     );
     this.ws = ws;
-    ws.onopen = () => {
-      this.retryMs = 250;
-      for (const id of this.subs.keys()) this.sendSub(id);
-    };
-    ws.onmessage = (ev) => {
-      for (const line of String(ev.data).split("\n")) {
-        if (line === "") continue;
-        let f: ExecFrame;
-        try {
-          f = JSON.parse(line);
-        } catch {
-          continue;
+    const opening = new Promise<WebSocket>((resolve, reject) => {
+      ws.onopen = () => resolve(ws);
+      ws.onmessage = (ev) => this.route(String(ev.data));
+      ws.onclose = () => {
+        if (this.ws === ws) this.ws = undefined;
+        const cut = new ComputerError("ENETWORK", "the dashboard's WebSocket closed");
+        reject(cut);
+        for (const [id, entry] of this.queues) {
+          if (entry.ws !== ws) continue;
+          this.queues.delete(id);
+          entry.queue.fail(cut);
         }
-        const s = f.id === undefined ? undefined : this.subs.get(f.id);
-        if (!s || s.done) continue;
-        if (typeof f.seq === "number") {
-          if (f.seq <= s.lastSeq) continue; // already shown (defensive: resume never repeats)
-          if (f.name !== "heartbeat") s.lastSeq = f.seq;
-        }
-        if (f.name === "heartbeat") continue;
-        if (f.name === "exit" || f.name === "error") s.done = true;
-        s.onFrame(f);
+      };
+    });
+    this.opening = opening;
+    return opening;
+  }
+
+  /** One subscription's connection: a subscribe (or resume) message, then its frames. */
+  private async connect(id: string, after: number, signal: AbortSignal) {
+    const ws = await this.socket();
+    if (signal.aborted) throw new ComputerError("EABORTED", "aborted");
+    const entry = { queue: batchQueue<ExecFrame>(), ws };
+    this.queues.set(id, entry);
+    signal.addEventListener(
+      "abort",
+      () => {
+        if (this.queues.get(id) !== entry) return;
+        this.queues.delete(id);
+        // Left before its exit or error frame (the page dropped the terminal): stop the server's pump.
+        if (!entry.queue.settled && ws.readyState === WebSocket.OPEN)
+          ws.send(JSON.stringify({ type: "unsubscribe", id }));
+      },
+      { once: true },
+    );
+    ws.send(
+      JSON.stringify(
+        after > 0
+          ? { type: "resume", id, after }
+          : { type: "subscribe", id, after: 0, heartbeats: false },
+      ),
+    );
+    return entry.queue;
+  }
+
+  /** Hands each exec-wire line of a message to its subscription. */
+  private route(data: string) {
+    for (const line of data.split("\n")) {
+      if (line === "") continue;
+      let f: ExecFrame;
+      try {
+        f = JSON.parse(line);
+      } catch {
+        continue;
       }
-    };
-    ws.onclose = () => {
-      this.ws = undefined;
-      if ([...this.subs.values()].some((s) => !s.done)) {
-        setTimeout(() => this.ensure(), this.retryMs);
-        this.retryMs = Math.min(this.retryMs * 2, 5000);
+      const queue = f.id === undefined ? undefined : this.queues.get(f.id)?.queue;
+      if (!queue || f.name === "heartbeat") continue;
+      if (f.name === "error") {
+        queue.fail(
+          new ComputerError(toErrorCode(f.code), f.message ?? String(f.code), {
+            earliestSeq: f.earliestSeq,
+          }),
+        );
+        continue;
       }
-    };
+      queue.push(f);
+      if (f.name === "exit") queue.end();
+    }
   }
 }
 

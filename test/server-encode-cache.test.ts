@@ -8,7 +8,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { openFrameEncoder, type StreamFormat } from "../src/server/encode-cache.js";
 import type { Frame } from "../src/server/pump.js";
-import { frameToJson } from "../src/wire/exec-wire.js";
+import { frameToJson } from "../src/wire/exec-wire/index.js";
 import { formatSseEvent } from "../src/wire/sse.js";
 import type { ExecEvent } from "../src/wire/types.js";
 

@@ -17,7 +17,7 @@
 import http from "node:http";
 import WebSocket from "ws";
 import { ComputerClient } from "../../dist/client/client.js";
-import { decodeExecFrame, ExecWireDecoder } from "../../dist/wire/exec-wire.js";
+import { decodeExecFrame, ExecWireDecoder } from "../../dist/wire/exec-wire/index.js";
 import { createSseParser } from "../../dist/wire/sse.js";
 import { cpuSeconds, rssMiB, startServers, TOKEN } from "./servers.mjs";
 

@@ -12,7 +12,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ExecHandle, ExecOptions, ExecSpec } from "../runtime/types.js";
 import { encodeBase64 } from "../wire/base64.js";
 import { hasCode } from "../wire/errors.js";
-import { encodeErrorFrame } from "../wire/exec-wire.js";
+import { encodeErrorFrame } from "../wire/exec-wire/index.js";
 import { formatSseEvent } from "../wire/sse.js";
 import type { ErrorFrame } from "../wire/types.js";
 import { readJsonBody, rejectUnknownFields } from "./body.js";

@@ -18,7 +18,7 @@
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import { type WebSocket, WebSocketServer } from "ws";
-import { encodeErrorFrame } from "../wire/exec-wire.js";
+import { encodeErrorFrame } from "../wire/exec-wire/index.js";
 import type { ErrorFrame } from "../wire/types.js";
 import type { ServerDeps } from "./deps.js";
 import { openFrameEncoder } from "./encode-cache.js";

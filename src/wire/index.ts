@@ -20,7 +20,7 @@ export {
   errorFrameToJson,
   frameToJson,
   type IterableStream,
-} from "./exec-wire.js";
+} from "./exec-wire/index.js";
 export {
   DEFAULT_MAX_LINE_BYTES,
   excerptOf,

@@ -24,10 +24,6 @@ export {
 export {
   DEFAULT_MAX_LINE_BYTES,
   excerptOf,
-  excerptOfBytes,
-  type LineHandler,
-  LineSplitter,
-  type LineSplitterOptions,
   PendingBytes,
   WireLineError,
 } from "./lines.js";

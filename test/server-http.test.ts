@@ -7,7 +7,7 @@
 import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { decodeExecEvents } from "../src/wire/exec-wire.js";
+import { decodeExecEvents } from "../src/wire/exec-wire/index.js";
 import { createSseParser, type SseEvent } from "../src/wire/sse.js";
 import type { ExecEvent } from "../src/wire/types.js";
 import { type Harness, startServer } from "./support/server-harness.js";

@@ -17,7 +17,7 @@ import { writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { ExecWireDecoder } from "../src/wire/exec-wire.js";
+import { ExecWireDecoder } from "../src/wire/exec-wire/index.js";
 import { createSseParser } from "../src/wire/sse.js";
 import type { ExecEvent } from "../src/wire/types.js";
 import { type Harness, startServer } from "./support/server-harness.js";

@@ -15,7 +15,7 @@
 import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { ExecWireDecoder, type ExecWireError } from "../src/wire/exec-wire.js";
+import { ExecWireDecoder, type ExecWireError } from "../src/wire/exec-wire/index.js";
 import type { ExecEvent } from "../src/wire/types.js";
 import { startChaosProxy } from "./support/chaos-proxy.js";
 import {

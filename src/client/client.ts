@@ -25,7 +25,7 @@ import type {
 } from "../runtime/types.js";
 import { decodeBase64, encodeBase64 } from "../wire/base64.js";
 import { ComputerError, errorFromResponse } from "../wire/errors.js";
-import { ExecWireDecoder } from "../wire/exec-wire.js";
+import { ExecWireDecoder } from "../wire/exec-wire/index.js";
 import { parseAfter, resolveAfter } from "../wire/position.js";
 import {
   DEFAULT_RESUME,

@@ -1,7 +1,7 @@
 // Standard base64 (RFC 4648 §4, with padding) for exec-wire's `b64` frames.
 //
 // Why not `btoa(String.fromCharCode(...))`: that runs at ~14 MB/s, 100x slower
-// than the platform's native codecs (shared/PERF-NOTES.md). We use, in order
+// than the platform's native codecs (measured, Node 20). We use, in order
 // of preference, `Uint8Array.prototype.toBase64` / `Uint8Array.fromBase64`
 // (the TC39 proposal, shipping in newer engines), Node's `Buffer` (found via
 // `globalThis` so this module stays free of `node:` imports and runs in

@@ -20,14 +20,10 @@ export {
   errorFrameToJson,
   frameToJson,
   type IterableStream,
-} from "./exec-wire.js";
+} from "./exec-wire/index.js";
 export {
   DEFAULT_MAX_LINE_BYTES,
   excerptOf,
-  excerptOfBytes,
-  type LineHandler,
-  LineSplitter,
-  type LineSplitterOptions,
   PendingBytes,
   WireLineError,
 } from "./lines.js";

@@ -1,32 +1,31 @@
-// Byte-level line splitter for the line-oriented wire formats (exec-wire's
-// JSON lines; reusable by any LF-framed reader).
+// Shared pieces of the line-oriented wire formats (exec-wire's JSON lines):
+// the byte search for LF, the buffer for a line still arriving, the error
+// that names a line, and the excerpt such errors quote.
 //
-// Why it is shaped this way (see shared/PERF-NOTES.md): appending chunks to a
+// Why bytes (measured on Node 20): appending chunks to a
 // string and searching it from the start is quadratic, and the streaming
-// TextDecoder is 5x slower than decoding a complete line once. So we scan raw
-// bytes for 0x0A with the native `indexOf`, hand out complete lines as byte
-// views, and never decode text here at all. A line that spans chunks is kept
-// as a list of segments and joined exactly once when its LF arrives: every
-// buffered byte is copied once into a segment and once into the joined line,
-// never re-scanned (the search for LF starts in the new bytes only).
+// TextDecoder is 5x slower than decoding a complete line once. So decoders
+// scan raw bytes for 0x0A with the native `indexOf` and decode text per
+// complete line. A line that spans chunks is kept as a list of segments and
+// joined exactly once when its LF arrives: every buffered byte is copied once
+// into a segment and once into the joined line, never re-scanned (the search
+// for LF starts in the new bytes only).
 //
 // Small pieces (< 16 KiB) are copied into our own 64 KiB segments: 1-byte
 // chunks would otherwise cost ~100 bytes of view object per byte, and a
 // caller that reuses a small buffer (pooled sockets) stays safe. Pieces of
 // 16 KiB and more are kept as views until the line completes (copying them
 // doubled the cost of 64 KiB binary events): do not modify a large chunk
-// after pushing it. Memory stays close to the length of the longest line.
+// after pushing it to a decoder. Memory stays close to the length of the longest line.
 
 import { ComputerError, type ErrorCode } from "./errors.js";
 
-/** Default bound on one line (excluding its line end): 64 MiB, as WIRE.md §1 says. */
+/** Default bound on one line (excluding its line end): 64 MiB (docs/protocol.md §1, "What a decoder must do"). */
 export const DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024;
 
 /** Longest excerpt of an offending line that errors quote (UTF-16 code units). */
-export const EXCERPT_CHARS = 120;
+const EXCERPT_CHARS = 120;
 
-const LF = 0x0a;
-const CR = 0x0d;
 const SEGMENT_BYTES = 64 * 1024;
 const VIEW_MIN_BYTES = 16 * 1024;
 
@@ -39,10 +38,6 @@ function allocBytes(n: number): Uint8Array {
   const b = allocUnsafeSlow(n);
   return new Uint8Array(b.buffer, b.byteOffset, n);
 }
-// 120 UTF-16 units never need more than 4 bytes per unit, plus slack.
-const EXCERPT_HEAD_BYTES = EXCERPT_CHARS * 4;
-
-const excerptDecoder = new TextDecoder("utf-8", { ignoreBOM: true });
 
 // Byte search. V8's TypedArray#indexOf is a plain loop (~0.45 GB/s here);
 // Node's Buffer#indexOf is memchr (~40 GB/s) and works on any Uint8Array.
@@ -75,12 +70,6 @@ export function excerptOf(text: string): string {
   const last = text.charCodeAt(end - 1);
   if (last >= 0xd800 && last <= 0xdbff) end -= 1;
   return text.slice(0, end);
-}
-
-/** Excerpt of a line given as bytes (decoded leniently: U+FFFD for invalid UTF-8). */
-export function excerptOfBytes(bytes: Uint8Array): string {
-  const head = bytes.length > EXCERPT_HEAD_BYTES ? bytes.subarray(0, EXCERPT_HEAD_BYTES) : bytes;
-  return excerptOf(excerptDecoder.decode(head));
 }
 
 /** An error about one line of a line-framed stream: carries the 1-based line number and an excerpt. */
@@ -203,131 +192,5 @@ export class PendingBytes {
     this.#current = null;
     this.#used = 0;
     this.#length = 0;
-  }
-}
-
-/** Called once per line, LF and one trailing CR removed. `line` may view the caller's chunk: copy it to keep it past the call. */
-export type LineHandler = (line: Uint8Array, lineNumber: number) => void;
-
-export interface LineSplitterOptions {
-  /** Longest allowed line in bytes, excluding its line end (default 64 MiB). */
-  maxLineBytes?: number;
-  /**
-   * Called instead of throwing when a line exceeds `maxLineBytes`; the rest of
-   * that line is then discarded and splitting continues with the next line.
-   * Without it, `push`/`end` throw a `WireLineError` with code `ELIMIT`.
-   */
-  onTooLong?: (err: WireLineError) => void;
-}
-
-/**
- * Splits a byte stream into LF-terminated lines, in linear time for any
- * chunking. A line end is LF; one CR right before it is removed too (so CRLF
- * works). A final line without LF is delivered by `end()`. Blank lines are
- * delivered (as empty arrays) so callers can count them; line numbers are
- * 1-based and count every line.
- */
-export class LineSplitter {
-  readonly #onLine: LineHandler;
-  readonly #max: number;
-  readonly #onTooLong: ((err: WireLineError) => void) | undefined;
-  readonly #pending = new PendingBytes();
-  #lineNumber = 0;
-  /** True while discarding the rest of an over-long line. */
-  #skipping = false;
-
-  constructor(onLine: LineHandler, options: LineSplitterOptions = {}) {
-    this.#onLine = onLine;
-    this.#max = options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
-    this.#onTooLong = options.onTooLong;
-  }
-
-  /** Number of lines completed so far (including discarded ones). */
-  get lineNumber(): number {
-    return this.#lineNumber;
-  }
-
-  /** Bytes buffered for the line still arriving. */
-  get pendingBytes(): number {
-    return this.#pending.length;
-  }
-
-  push(chunk: Uint8Array): void {
-    const n = chunk.length;
-    let pos = 0;
-    while (pos < n) {
-      const lf = indexOfByte(chunk, LF, pos);
-      if (lf === -1) {
-        this.#buffer(chunk, pos, n);
-        return;
-      }
-      this.#lineNumber++;
-      if (this.#skipping) {
-        // The end of a line already reported as too long.
-        this.#skipping = false;
-      } else if (this.#pending.length === 0) {
-        this.#deliver(chunk, pos, lf);
-      } else {
-        const line = this.#pending.take(chunk, pos, lf);
-        this.#deliver(line, 0, line.length);
-      }
-      pos = lf + 1;
-    }
-  }
-
-  /** Delivers a final line that had no LF (if any bytes are buffered). */
-  end(): void {
-    if (this.#skipping) {
-      this.#skipping = false;
-      this.#lineNumber++;
-      return;
-    }
-    if (this.#pending.length === 0) return;
-    this.#lineNumber++;
-    const line = this.#pending.take();
-    this.#deliver(line, 0, line.length);
-  }
-
-  #deliver(buf: Uint8Array, start: number, end: number): void {
-    if (end > start && buf[end - 1] === CR) end--;
-    if (end - start > this.#max) {
-      this.#tooLong(this.#lineNumber, buf.subarray(start, end));
-      return;
-    }
-    this.#onLine(
-      start === 0 && end === buf.length ? buf : buf.subarray(start, end),
-      this.#lineNumber,
-    );
-  }
-
-  #buffer(chunk: Uint8Array, start: number, end: number): void {
-    if (this.#skipping) return;
-    this.#pending.append(chunk, start, end);
-    // max + 1 may still be a line of `max` bytes plus the CR of a CRLF; beyond
-    // that the line is too long whatever follows, so stop buffering now.
-    if (this.#pending.length > this.#max + 1) {
-      const head = this.#pending.head(this.#headBytes());
-      this.#pending.clear();
-      this.#skipping = true;
-      this.#tooLong(this.#lineNumber + 1, head);
-    }
-  }
-
-  // The excerpt quotes the same bytes whichever way the line was chunked:
-  // at least max + 1 bytes of it are known in both overflow paths.
-  #headBytes(): number {
-    return Math.min(EXCERPT_HEAD_BYTES, this.#max + 1);
-  }
-
-  #tooLong(lineNumber: number, bytes: Uint8Array): void {
-    const head = bytes.subarray(0, this.#headBytes());
-    const err = new WireLineError(
-      "ELIMIT",
-      `line ${lineNumber} is longer than maxLineBytes (${this.#max} bytes)`,
-      lineNumber,
-      excerptOfBytes(head),
-    );
-    if (this.#onTooLong === undefined) throw err;
-    this.#onTooLong(err);
   }
 }

@@ -1,4 +1,4 @@
-// The event model of exec-wire (WIRE.md §1), shared by every layer.
+// The event model of exec-wire (docs/protocol.md §1), shared by every layer.
 // Events are generic over their payload type so one set of types serves raw
 // byte streams (Uint8Array, the default) and text streams (string) alike.
 

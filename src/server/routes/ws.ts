@@ -19,7 +19,7 @@ import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import { type WebSocket, WebSocketServer } from "ws";
 import { ComputerError } from "../../wire/errors.js";
-import { encodeErrorFrame } from "../../wire/exec-wire.js";
+import { encodeErrorFrame } from "../../wire/exec-wire/index.js";
 import { type After, parseAfter } from "../../wire/position.js";
 import type { ErrorFrame } from "../../wire/types.js";
 import type { ServerDeps } from "../deps.js";

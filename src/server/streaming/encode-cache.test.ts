@@ -7,7 +7,7 @@
 
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { frameToJson } from "../../wire/exec-wire.js";
+import { frameToJson } from "../../wire/exec-wire/index.js";
 import { formatSseEvent } from "../../wire/sse.js";
 import type { ExecEvent } from "../../wire/types.js";
 import { FrameEncoders, type StreamFormat } from "./encode-cache.js";

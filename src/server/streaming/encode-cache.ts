@@ -23,7 +23,7 @@
 // which is then only a bounded window of wasted memory. Heartbeats are per
 // subscriber: never cached. Cached values are immutable, so sharing is safe.
 
-import { frameToJson } from "../../wire/exec-wire.js";
+import { frameToJson } from "../../wire/exec-wire/index.js";
 import { formatSseLineEvent } from "../../wire/sse.js";
 import type { ExecEvent } from "../../wire/types.js";
 import type { Frame } from "./pump.js";

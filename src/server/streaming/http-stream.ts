@@ -11,7 +11,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ExecHandle } from "../../runtime/types.js";
 import { ComputerError } from "../../wire/errors.js";
-import { encodeErrorFrame, errorFrameToJson } from "../../wire/exec-wire.js";
+import { encodeErrorFrame, errorFrameToJson } from "../../wire/exec-wire/index.js";
 import type { After } from "../../wire/position.js";
 import { formatSseEvent } from "../../wire/sse.js";
 import type { ServerDeps } from "../deps.js";

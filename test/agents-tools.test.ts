@@ -176,7 +176,7 @@ describe("bash", () => {
   it("restart gives a fresh shell; exit ends the shell and the next call starts one", async () => {
     await call("bash", { command: "export X=1" });
     expect((await call("bash", { restart: true })).text).toContain("restarted");
-    expect((await call("bash", { command: "echo x\"$X\"x" })).text).toContain("xx");
+    expect((await call("bash", { command: 'echo x"$X"x' })).text).toContain("xx");
     expect((await call("bash", { command: "exit 4" })).text).toContain("shell exited with code 4");
     expect((await call("bash", { command: "echo alive" })).text).toContain("alive");
     expect((await call("bash", {})).isError).toBe(true);

@@ -181,6 +181,17 @@ describe("bash", () => {
     expect((await call("bash", { command: "echo alive" })).text).toContain("alive");
     expect((await call("bash", {})).isError).toBe(true);
   });
+
+  it("replaces a shell killed from outside (kill_session) on the next call", async () => {
+    mkdirSync(path.join(ws.dir, "k"));
+    const first = await call("bash", { command: "cd k" });
+    const shell = first.data!.session_id as string;
+    expect(shell).toMatch(/^bash-/);
+    await call("kill_session", { session_id: shell, signal: "SIGKILL" });
+    const next = await call("bash", { command: "basename $PWD" });
+    expect(next.text).toBe("k\n[exit status 0]");
+    expect(next.data!.session_id).not.toBe(shell);
+  });
 });
 
 describe("str_replace_based_edit_tool", () => {

@@ -21,6 +21,7 @@
 
 import { randomUUID } from "node:crypto";
 import type { ComputerApi, ExecHandle } from "../runtime/types.js";
+import { hasCode } from "../wire/errors.js";
 import type { LoggedEvent } from "../wire/types.js";
 import { drain } from "./drain.js";
 import { asBytes, OutputBudget } from "./output.js";
@@ -84,10 +85,7 @@ export class BashShell {
     if (input.command === undefined || input.command.trim() === "") {
       return fail('bash needs a "command" (or "restart": true to start a fresh shell).');
     }
-    const handle = await this.shell();
-    const n = ++this.count;
-    const mark = `__ac_${this.nonce}_${n}`;
-    const line = `eval ${shQuote(input.command)} </dev/null\n__ac_s=$?; printf '\\n${mark} %d %s\\n' "$__ac_s" "$PWD"; printf '\\n${mark}\\n' >&2\n`;
+    const { handle, mark } = await this.send(input.command);
     const budget = new OutputBudget(this.options.maxOutputBytes);
     const emit = (stream: "stdout" | "stderr", s: Segment) =>
       budget.add(s.seq, stream, s.bytes, s.offset);
@@ -99,7 +97,6 @@ export class BashShell {
     const progress = startProgress(ctx, handle.id, this.options.progressIntervalMs);
     let r: Awaited<ReturnType<typeof drain>>;
     try {
-      await handle.write(line);
       r = await drain(handle, {
         after: this.seen,
         deadline: Date.now() + this.options.timeoutMs,
@@ -150,6 +147,22 @@ export class BashShell {
     );
   }
 
+  /** Writes the command line; a shell that ended meanwhile (killed from outside) is replaced once. */
+  private async send(command: string): Promise<{ handle: ExecHandle; mark: string }> {
+    for (let attempt = 0; ; attempt++) {
+      const handle = await this.shell();
+      const mark = `__ac_${this.nonce}_${++this.count}`;
+      const line = `eval ${shQuote(command)} </dev/null\n__ac_s=$?; printf '\\n${mark} %d %s\\n' "$__ac_s" "$PWD"; printf '\\n${mark}\\n' >&2\n`;
+      try {
+        await handle.write(line);
+        return { handle, mark };
+      } catch (err) {
+        if (attempt > 0 || !hasCode(err, "ECLOSED")) throw err;
+        this.handle = undefined;
+      }
+    }
+  }
+
   private async shell(): Promise<ExecHandle> {
     if (this.handle) return this.handle;
     this.nonce = randomUUID().replace(/-/g, "").slice(0, 12);
@@ -175,9 +188,9 @@ export class BashShell {
 /**
  * Finds a sentinel in a stream of chunks, emitting everything before it with
  * its exact (seq, offset) and holding back only a tail that could be the
- * sentinel's beginning.
+ * sentinel's beginning. Exported for its property test.
  */
-class MarkerScanner {
+export class MarkerScanner {
   private carry: Segment[] = [];
   private rest: Segment[] = [];
   found = false;

@@ -17,6 +17,7 @@ import { registerAttach } from "./commands/attach.js";
 import { registerExec } from "./commands/exec.js";
 import { registerKill } from "./commands/kill.js";
 import { registerLogs } from "./commands/logs.js";
+import { registerMcp } from "./commands/mcp.js";
 import { registerPs } from "./commands/ps.js";
 import { registerServe } from "./commands/serve.js";
 import {
@@ -46,6 +47,7 @@ export function buildProgram(): Command {
   registerLogs(program);
   registerPs(program);
   registerKill(program);
+  registerMcp(program);
   return program;
 }
 

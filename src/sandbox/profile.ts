@@ -10,8 +10,9 @@
 //     the command, not bubblewrap: bubblewrap dying would take the command
 //     with it at once, leaving it no chance to handle SIGTERM)
 //   prlimit   sets the rlimits (the floor when cgroups are missing)
-//   setpriv   drops to the sandbox's uid/gid, clears groups and capabilities,
-//             sets no-new-privileges (only when the server is root)
+//   setpriv   sets the parent-death signal (SIGKILL when the server dies),
+//             no-new-privileges, and when the server is root drops to the
+//             sandbox's uid/gid with no groups and no capabilities
 //   bwrap     new user, mount, PID, IPC, UTS, network (unless host) and cgroup
 //             namespaces; --die-with-parent; its init (PID 1 inside) exits
 //             when the command does, and the namespace's death kills the rest
@@ -63,7 +64,10 @@ exec "$@"`;
 /**
  * The forwarder, run by node inside the sandbox (`node -e`, nothing to ship
  * as a file). It keeps running across the group's signals (handlers that do
- * nothing) and dies with the sandbox's PID namespace.
+ * nothing) and dies with the sandbox's PID namespace. Its "ok" goes to the
+ * shim's command substitution, which reads to EOF: so fd 1 is closed after
+ * it, and reopened on /dev/null at once (stream code that touches
+ * process.stdout later must not find fd 1 reused by a socket).
  */
 export const FORWARDER_SOURCE = `const net = require("node:net"), fs = require("node:fs");
 const [port, sock] = process.argv.slice(1);
@@ -74,13 +78,19 @@ const server = net.createServer((c) => {
   c.on("error", () => u.destroy()); u.on("error", () => c.destroy());
   c.on("close", () => u.destroy()); u.on("close", () => c.destroy());
 });
-server.listen(Number(port), "127.0.0.1", () => { fs.writeSync(1, "ok"); fs.closeSync(1); });`;
+server.listen(Number(port), "127.0.0.1", () => {
+  fs.writeSync(1, "ok"); fs.closeSync(1); fs.openSync("/dev/null", "w");
+});`;
 
 export interface ProfileInput {
   bwrap: string;
   prlimit: string | null;
-  /** setpriv path and identity when the server is root (drop to uid/gid). */
-  drop: { setpriv: string; uid: number; gid: number } | null;
+  /**
+   * setpriv: sets the parent-death signal from the first exec on (bubblewrap
+   * sets its own only once it has cloned), and when the server is root drops
+   * to the sandbox's uid/gid.
+   */
+  setpriv: { path: string; drop: { uid: number; gid: number } | null } | null;
   /** bubblewrap mount arguments for the read-only system (from systemMounts). */
   system: string[];
   workspace: string;
@@ -156,17 +166,19 @@ export function bwrapArgs(input: ProfileInput): string[] {
 export function spawnArgs(input: ProfileInput): string[] {
   const chain: string[] = [];
   if (input.prlimit) chain.push(input.prlimit, ...rlimitArgs(input.limits, input.cgroupHas), "--");
-  if (input.drop) {
-    chain.push(
-      input.drop.setpriv,
-      `--reuid=${input.drop.uid}`,
-      `--regid=${input.drop.gid}`,
-      "--clear-groups",
-      "--inh-caps=-all",
-      "--bounding-set=-all",
-      "--no-new-privs",
-      "--",
-    );
+  if (input.setpriv) {
+    chain.push(input.setpriv.path, "--pdeathsig=SIGKILL");
+    const drop = input.setpriv.drop;
+    if (drop) {
+      chain.push(
+        `--reuid=${drop.uid}`,
+        `--regid=${drop.gid}`,
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+      );
+    }
+    chain.push("--no-new-privs", "--");
   }
   chain.push(input.bwrap, ...bwrapArgs(input), "--");
   if (input.proxy) {

@@ -206,7 +206,7 @@ class HostSandbox implements Sandbox {
         const input: ProfileInput = {
           bwrap: host.bwrap.path!,
           prlimit,
-          drop: this.identity ? { setpriv: host.setpriv.path!, ...this.identity } : null,
+          setpriv: host.setpriv.path ? { path: host.setpriv.path, drop: this.identity } : null,
           system: this.s.system,
           workspace: this.s.workspace,
           cwd: spec.cwd,

@@ -20,6 +20,7 @@
 // - DOM use is limited to `document.createElement`, `append`, `remove` and
 //   `dataset`, so happy-dom, jsdom and real browsers behave the same.
 
+import { ComputerError } from "../wire/errors.js";
 import type { Manifest, UiEvent } from "./types.js";
 import { validateCommand } from "./validate.js";
 
@@ -193,9 +194,13 @@ export function jsonProblem(
   return undefined;
 }
 
-class ConfigError extends Error {
-  readonly code = "EINVAL";
+/** A runtime built with a bad manifest or components: EINVAL, reported as source "config". */
+class ConfigError extends ComputerError {
   readonly source = "config";
+  constructor(message: string) {
+    super("EINVAL", message);
+    this.name = "ConfigError";
+  }
 }
 
 export function createAAtUIRuntime(options: AAtUIRuntimeOptions): AAtUIRuntime {

@@ -36,7 +36,7 @@ type Sdk = typeof import("../src/client/index.js");
 
 /**
  * A static file server standing in for "the web app's origin": an empty page
- * at / and the built SDK at /sdk/<client|wire>/<file>. Anything else is a 404
+ * at / and the built SDK at /sdk/<client|wire>/<path>. Anything else is a 404
  * that is recorded, so a module the SDK needs but we did not serve shows up.
  */
 interface StaticSite {
@@ -59,7 +59,8 @@ globalThis.sdk = sdk;
 </script>`);
       return;
     }
-    const m = /^\/sdk\/([a-z]+)\/([\w.-]+\.js(?:\.map)?)$/.exec(url.pathname);
+    // One or more plain path segments (wire/ has subfolders, e.g. exec-wire/).
+    const m = /^\/sdk\/([a-z]+)\/((?:[\w-]+\/)*[\w.-]+\.js(?:\.map)?)$/.exec(url.pathname);
     if (m && SERVED.includes(m[1]!)) {
       try {
         const body = await readFile(path.join(root, "dist", m[1]!, m[2]!));

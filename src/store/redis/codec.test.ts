@@ -135,7 +135,12 @@ describe("records", () => {
 
   it("read back as written, with what the create script adds (state, last, earliest)", () => {
     const fields = recordFields(base);
-    const h = { ...hash(fields), state: "running", last: "0", earliest: "1" };
+    const h: Record<string, string> = {
+      ...hash(fields),
+      state: "running",
+      last: "0",
+      earliest: "1",
+    };
     expect(h.command).toBe('["echo","a b"]');
     expect(parseRecord(h)).toEqual({ ...base, state: "running", lastSeq: 0, earliestSeq: 1 });
   });

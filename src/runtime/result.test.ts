@@ -104,7 +104,7 @@ describe("collectResult", () => {
           expect(r.truncated).toBe(all.length > max);
         },
       ),
-      { numRuns: 80 },
+      { numRuns: 50 },
     );
   });
 
@@ -127,7 +127,7 @@ describe("collectResult", () => {
           expect(r.truncated).toBe(Buffer.byteLength(all) > max);
         },
       ),
-      { numRuns: 80 },
+      { numRuns: 50 },
     );
   });
 

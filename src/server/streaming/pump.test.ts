@@ -147,7 +147,7 @@ describe("pumpEvents", () => {
           }
         },
       ),
-      { numRuns: 60 },
+      { numRuns: 40 },
     );
   });
 

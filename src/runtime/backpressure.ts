@@ -44,6 +44,8 @@ export class Backpressure {
   private total = 0;
   /** totals[i] = total after the event with seq firstSeq + (i - head). */
   private totals: number[] = [];
+  /** Total before the event firstSeq: what a reader at seq firstSeq - 1 has consumed. */
+  private baseTotal = 0;
   private firstSeq = 1;
   private head = 0;
   private held = false;
@@ -76,6 +78,7 @@ export class Backpressure {
     // Keep the window to about one capacity of bytes (older events are gone from the log too).
     const floor = this.total - this.capacityBytes - EVENT_OVERHEAD_BYTES;
     while (this.totals.length - this.head > 1 && this.totals[this.head]! < floor) {
+      this.baseTotal = this.totals[this.head]!;
       this.head++;
       this.firstSeq++;
     }
@@ -113,10 +116,11 @@ export class Backpressure {
   private lagOf(reader: Reader): number {
     const seq = reader.after;
     if (seq >= this.lastSeq) return 0;
-    const i = this.head + (seq - this.firstSeq);
-    // Older than the window: far behind.
-    const upTo = i < this.head ? this.totals[this.head]! - 1 : this.totals[i]!;
-    return this.total - upTo;
+    // Older than the window: more than a whole capacity behind.
+    if (seq < this.firstSeq - 1) return Number.POSITIVE_INFINITY;
+    const consumed =
+      seq === this.firstSeq - 1 ? this.baseTotal : this.totals[this.head + (seq - this.firstSeq)]!;
+    return this.total - consumed;
   }
 
   private update(): void {

@@ -70,6 +70,13 @@ const exit = (seq: number, value: number, extra: Partial<LoggedEvent> = {}): Log
   ({ id: "e", seq, name: "exit", value, ...extra }) as LoggedEvent;
 
 describe("collectResult", () => {
+  it("does not say truncated when exactly the bound was written after an empty chunk", async () => {
+    const evs = [out(1, new Uint8Array(0)), out(2, new Uint8Array([1, 2, 3])), exit(3, 0)];
+    const r = await collectResult(source(evs, record("b64", { lastSeq: 3 })), "e", 3);
+    expect(r.stdout).toEqual(new Uint8Array([1, 2, 3]));
+    expect(r.truncated).toBe(false);
+  });
+
   it("returns both streams, the exit code and the state", async () => {
     const evs = [
       out(1, "hel"),

@@ -80,9 +80,10 @@ class TailBuffer {
     this.sizes.push(size);
     this.bytes += size;
     while (this.bytes - this.sizes[0]! >= this.max && this.chunks.length > 1) {
-      this.bytes -= this.sizes.shift()!;
+      const dropped = this.sizes.shift()!;
+      this.bytes -= dropped;
       this.chunks.shift();
-      this.truncated = true;
+      if (dropped > 0) this.truncated = true; // an empty chunk leaves nothing out
     }
   }
   value(): Chunk {

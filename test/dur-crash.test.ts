@@ -133,10 +133,17 @@ describe("SQLite log: kill -9 and restart", () => {
       await done.result();
       watched.push(watch(done, "done"));
       for (let i = 0; i < 4; i++) {
-        // Fast: many small writes, many commits while clients read.
-        const h = await client.exec(`seq 1 ${3_000_000 + i}`);
+        // Fast: a line per write, as fast as the shell goes; the clients keep
+        // up with it, so they read at the tip of the log, where the newest
+        // events are not committed yet (the case a crash can take back).
+        const h = await client.exec(
+          `i=0; while [ $i -lt 2000000 ]; do i=$((i+1)); echo line-${i}-$i; done`,
+        );
         watched.push(watch(h, "fast"));
       }
+      // And one that writes as fast as the pipe takes, clients lagging behind.
+      const bulk = await client.exec("seq 1 3000000");
+      watched.push(watch(bulk, "fast"));
       for (let i = 0; i < 2; i++) {
         const h = await client.exec(
           `for i in 1 2 3; do echo quiet-${i}-$i; sleep 0.2; done; sleep 8`,

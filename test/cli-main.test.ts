@@ -227,7 +227,10 @@ describe("exec -i forwards the CLI's stdin", () => {
 
 describe("attach when the log's ring dropped the start", () => {
   it("warns once on stderr, prints the retained tail, exits with the code", async () => {
-    const small = await startServer({ computer: { logMaxBytes: 4096 } });
+    // Spill off: the drop must happen in the ring itself.
+    const small = await startServer({
+      computer: { logMaxBytes: 4096, spill: { spillMaxBytes: 0 } },
+    });
     try {
       const env = { AGENT_COMPUTER_URL: small.url, AGENT_COMPUTER_TOKEN: small.token };
       // The last line comes apart (after a pause) so that it is its own small

@@ -146,7 +146,7 @@ describe("resume and truncation", () => {
   });
 
   it("resuming before the earliest retained seq fails with ELOG_TRUNCATED and earliestSeq", async () => {
-    const c = make({ logMaxBytes: 256 * 1024 });
+    const c = make({ logMaxBytes: 256 * 1024, spill: { spillMaxBytes: 0 } }); // the ring alone
     const run = await c.exec("head -c 2000000 /dev/zero");
     // Nobody is attached: detached history past the cap is dropped.
     await eventually(async () => (await run.info()).state !== "running");
@@ -174,7 +174,7 @@ describe("backpressure", () => {
 
   it("a slow subscriber pauses the child instead of losing output", async () => {
     // 6.9 MB of output through a 1 MiB ring: only possible without loss if the child waits.
-    const c = make({ logMaxBytes: 1024 * 1024 });
+    const c = make({ logMaxBytes: 1024 * 1024, spill: { spillMaxBytes: 0 } }); // the ring alone
     const run = await c.exec("seq 1 1000000");
     const reader = run.events({ heartbeats: false }).getReader();
     const parts: Uint8Array[] = [];
@@ -196,7 +196,7 @@ describe("backpressure", () => {
     // The computer did not open this log, so it knows the ring only from
     // capacityBytes; pausing at half of a default 16 MiB ring would let the
     // slow reader fall out of this 512 KiB one (ELOG_TRUNCATED).
-    const eventLog = new MemoryEventLog({ logMaxBytes: 512 * 1024 });
+    const eventLog = new MemoryEventLog({ logMaxBytes: 512 * 1024, spillMaxBytes: 0 });
     expect(eventLog.capacityBytes).toBe(512 * 1024);
     const c = make({ eventLog });
     const run = await c.exec("seq 1 400000");

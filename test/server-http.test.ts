@@ -18,7 +18,7 @@ const auth = () => ({ authorization: `Bearer ${h.token}` });
 beforeAll(async () => {
   h = await startServer({
     server: { limits: { maxJsonBytes: 4096 } },
-    computer: { logMaxBytes: 4096 },
+    computer: { logMaxBytes: 4096, spill: { spillMaxBytes: 0 } },
   });
 });
 afterAll(async () => {

@@ -182,7 +182,7 @@ describe("WebSocket resume older than the ring", () => {
 
   beforeAll(async () => {
     // A 4 KiB ring: 20 KB of output does not fit, so early seqs are dropped.
-    h = await startServer({ computer: { logMaxBytes: 4096 } });
+    h = await startServer({ computer: { logMaxBytes: 4096, spill: { spillMaxBytes: 0 } } });
   });
   afterAll(async () => {
     await h?.close();

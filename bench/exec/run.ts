@@ -1,7 +1,8 @@
 // Execution runtime benchmark (`npm run bench:exec`). In one run, side by side:
 //  1. throughput of `head -c SIZE /dev/zero` read through run.events() with the
-//     memory log and with the SQLite log, against the same command read
-//     straight from a child_process pipe;
+//     memory log (default: evicted events spill to disk), the memory log with
+//     spilling off (memory only), and the SQLite log, against the same command
+//     read straight from a child_process pipe;
 //  2. latency from exec("true") to its exit event, against raw spawn to close;
 //  3. peak RSS of each throughput phase, and of the memory-log phase at 1/4 of
 //     the size, to show memory stays flat as output grows (it plateaus at the
@@ -10,7 +11,7 @@
 // phase alone); the median of REPS runs is reported. Usage (after
 // `npm run bench:build`; `npm run bench:exec -- ARGS` builds first):
 //   node .bench-out/bench/exec/run.js [--size MiB] [--reps N] [--verbose]
-//   node .bench-out/bench/exec/run.js --phase raw|memory|sqlite|spawn|exec --bytes N [--n RUNS]
+//   node .bench-out/bench/exec/run.js --phase raw|memory|nospill|sqlite|spawn|exec --bytes N [--n RUNS]
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -19,7 +20,7 @@ import { fileURLToPath } from "node:url";
 import { flag, numberOption, stringOption } from "../support/args.js";
 import { median } from "../support/stats.js";
 
-type Kind = "raw" | "memory" | "sqlite" | "spawn" | "exec";
+type Kind = "raw" | "memory" | "nospill" | "sqlite" | "spawn" | "exec";
 
 /** What one phase process reports: bytes and time, or time per run. */
 interface PhaseResult {
@@ -59,11 +60,12 @@ async function phase(kind: string, bytes: number, n: number) {
       child.on("close", resolve);
     });
     result = { bytes: got, ms: Number(process.hrtime.bigint() - t0) / 1e6 };
-  } else if (kind === "memory" || kind === "sqlite") {
+  } else if (kind === "memory" || kind === "nospill" || kind === "sqlite") {
     const { Computer } = await loadRuntime();
     const ws = mkdtempSync(path.join(tmpdir(), "ac-bench-"));
     const eventLog = kind === "sqlite" ? { sqlite: path.join(ws, "bench.db") } : "memory";
-    const computer = new Computer({ workspace: ws, eventLog });
+    const spill = kind === "nospill" ? { spillMaxBytes: 0 } : {};
+    const computer = new Computer({ workspace: ws, eventLog, spill });
     await computer.exec("true").then((r) => r.result()); // warm up the log
     const t0 = process.hrtime.bigint();
     cpu0 = process.cpuUsage();
@@ -144,7 +146,9 @@ async function main() {
   console.log(`exec bench: ${sizeMiB} MiB of /dev/zero, ${reps} rounds, node ${process.version}`);
   for (let r = 0; r < reps; r++) {
     // Interleave the phases so drift on a shared machine hits them alike.
-    for (const kind of ["raw", "memory", "sqlite"] as const) add(kind, await runPhase(kind, bytes));
+    for (const kind of ["raw", "memory", "nospill", "sqlite"] as const) {
+      add(kind, await runPhase(kind, bytes));
+    }
     add("memory-small", await runPhase("memory", Math.floor(bytes / 4)));
     add("spawn", await runPhase("spawn", 0));
     add("exec", await runPhase("exec", 0));
@@ -155,7 +159,7 @@ async function main() {
   const mbps = (k: string) => median(rowsOf(k).map((x) => x.bytes / 1e6 / (x.ms / 1000)));
   const rss = (k: string) => median(rowsOf(k).map((x) => x.maxRssMiB));
   const cpu = (k: string) => median(rowsOf(k).map((x) => (x.cpuMs / x.bytes) * 1e6 * 1.048576));
-  for (const k of ["raw", "memory", "sqlite", "memory-small"]) {
+  for (const k of ["raw", "memory", "nospill", "sqlite", "memory-small"]) {
     for (const x of rowsOf(k)) {
       const want = k === "memory-small" ? Math.floor(bytes / 4) : bytes;
       if (x.bytes !== want) throw new Error(`${k}: got ${x.bytes} bytes, want ${want}`);
@@ -173,7 +177,8 @@ async function main() {
   ];
   const table = [
     row(`raw child_process pipe, ${sizeMiB} MiB`, "raw"),
-    row(`run.events(), memory log, ${sizeMiB} MiB`, "memory"),
+    row(`run.events(), memory log + disk spill (default), ${sizeMiB} MiB`, "memory"),
+    row(`run.events(), memory log, spill off, ${sizeMiB} MiB`, "nospill"),
     row(`run.events(), SQLite log, ${sizeMiB} MiB`, "sqlite"),
     row(`run.events(), memory log, ${sizeMiB / 4} MiB`, "memory-small"),
   ];

@@ -188,8 +188,28 @@ export class ComputerClient implements ComputerApi {
             ? options.stdin
             : { b64: encodeBase64(options.stdin) };
     }
-    const { id } = await this.json<{ id: string }>("POST", "/v1/execs", body);
-    return new RemoteExecHandle(this, id);
+    // Start and subscribe in one request (the stream-on-create route): the
+    // server reads the log from seq 1 for this stream from the moment the
+    // command starts, and its backpressure holds the command while the stream
+    // is unread, so nothing can be dropped before the first events() call
+    // takes the stream over (see RemoteExecHandle.events).
+    const abort = new AbortController();
+    const res = await this.request("POST", "/v1/execs?stream=1", {
+      json: body,
+      headers: { accept: NDJSON },
+      signal: abort.signal,
+    });
+    if ((res.headers.get("content-type") ?? "").startsWith("application/json")) {
+      // A server without the stream-on-create route answered 201 {id}.
+      const { id } = (await res.json()) as { id: string };
+      return new RemoteExecHandle(this, id);
+    }
+    const id = res.headers.get("x-exec-id") ?? idOfLocation(res.headers.get("location"));
+    if (!id || !res.body) {
+      abort.abort();
+      throw new ComputerError("ENETWORK", "the server answered exec without an execution id");
+    }
+    return new RemoteExecHandle(this, id, { body: res.body, abort });
   }
 
   async get(id: string): Promise<RemoteExecHandle> {
@@ -263,11 +283,33 @@ function describe(err: unknown): string {
 }
 
 /** An execution on a server: the same ExecHandle the in-process Computer returns. */
+/** The event stream exec() opened with the command, until events() takes it. */
+interface OpenedStream {
+  body: ReadableStream<Uint8Array>;
+  abort: AbortController;
+}
+
 export class RemoteExecHandle<V extends Chunk = Chunk> implements ExecHandle<V> {
   constructor(
     private readonly client: ComputerClient,
     readonly id: string,
+    private opened?: OpenedStream,
   ) {}
+
+  /**
+   * The stream opened by exec(), once: it starts at seq 1. Any other use of
+   * the handle that waits (result(), dispose(), events() from elsewhere)
+   * releases it instead, since an unread stream holds the command back.
+   */
+  private takeOpened(): OpenedStream | undefined {
+    const o = this.opened;
+    this.opened = undefined;
+    return o;
+  }
+
+  private releaseOpened(): void {
+    this.takeOpened()?.abort.abort();
+  }
 
   private get path(): string {
     return `/v1/execs/${encodeURIComponent(this.id)}`;
@@ -283,9 +325,19 @@ export class RemoteExecHandle<V extends Chunk = Chunk> implements ExecHandle<V> 
     const heartbeats = options.heartbeats !== false;
     const lastSeq = async (signal: AbortSignal) =>
       ((await (await client.request("GET", path, { signal })).json()) as ExecRecord).lastSeq;
+    let opened = (options.after ?? 0) === 0 ? this.takeOpened() : undefined;
+    this.releaseOpened();
     return resumable<ExecEvent<V>>({
       after: options.after === "tail" ? lastSeq : (options.after ?? 0),
       connect: async (after, signal) => {
+        const o = opened;
+        opened = undefined;
+        if (o && after === 0) {
+          if (signal.aborted) o.abort.abort();
+          else signal.addEventListener("abort", () => o.abort.abort(), { once: true });
+          return decodeEvents<V>(o.body, id, heartbeats);
+        }
+        o?.abort.abort();
         const res = await client.request(
           "GET",
           `${path}/events?after=${after}${heartbeats ? "" : "&heartbeats=0"}`,
@@ -316,6 +368,7 @@ export class RemoteExecHandle<V extends Chunk = Chunk> implements ExecHandle<V> 
   }
 
   async result(options: { signal?: AbortSignal } = {}): Promise<ExecResult<V>> {
+    this.releaseOpened();
     // GET /result waits for the exit; it is idempotent, so a broken connection is just retried.
     const r = await retrying(
       async () => {
@@ -404,4 +457,10 @@ async function* decodeEvents<V extends Chunk>(
   } finally {
     reader.cancel().catch(() => {});
   }
+}
+
+/** The execution id at the end of a `Location: /v1/execs/<id>` header. */
+function idOfLocation(location: string | null): string | undefined {
+  const m = location ? /\/v1\/execs\/([^/?#]+)$/.exec(location) : null;
+  return m ? decodeURIComponent(m[1]!) : undefined;
 }

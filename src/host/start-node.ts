@@ -20,6 +20,7 @@ import {
   createComputerServer,
 } from "../server/app.js";
 import type { ServerLimits } from "../server/deps.js";
+import type { SpillOptions } from "../store/spill.js";
 import { ComputerError } from "../wire/errors.js";
 import {
   DEFAULT_EVENT_LOG,
@@ -54,6 +55,8 @@ export interface NodeOptions {
   logMaxBytes?: number;
   /** How long finished executions are kept. */
   retentionMs?: number;
+  /** Memory log: disk retention beyond the ring (budgets and directory; docs/operations.md). */
+  spill?: SpillOptions;
   /** Heartbeat interval on live streams (0: off). */
   heartbeatMs?: number;
   /** Structured logger (one JSON object per call); default stdout; false silences. */
@@ -117,6 +120,7 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
         ...(options.maxConcurrent !== undefined ? { maxConcurrent: options.maxConcurrent } : {}),
         ...(options.logMaxBytes !== undefined ? { logMaxBytes: options.logMaxBytes } : {}),
         ...(options.retentionMs !== undefined ? { retentionMs: options.retentionMs } : {}),
+        ...(options.spill ? { spill: options.spill } : {}),
         ...(options.heartbeatMs !== undefined ? { heartbeatMs: options.heartbeatMs } : {}),
       });
       cluster.attach(computer);

@@ -16,6 +16,7 @@ import { stat } from "node:fs/promises";
 import path from "node:path";
 import { DEFAULT_LOG_MAX_BYTES, DEFAULT_RETENTION_MS } from "../store/common.js";
 import { type EventLogSpec, openEventLog } from "../store/open-log.js";
+import type { SpillOptions } from "../store/spill.js";
 import type { EventLog, ExecRecord } from "../store/types.js";
 import { ComputerError, hasCode } from "../wire/errors.js";
 import type { ExecEvent } from "../wire/types.js";
@@ -68,6 +69,8 @@ export interface ComputerOptions {
   logMaxBytes?: number;
   /** How long finished executions are kept (default 5 min). */
   retentionMs?: number;
+  /** Disk retention of the memory log beyond its ring (docs/operations.md); ignored by other logs. */
+  spill?: SpillOptions;
   /** SIGKILL this long after SIGTERM (default 5000). */
   killGraceMs?: number;
   /** Heartbeat interval for live subscribers; 0 disables (default 15000). */
@@ -134,6 +137,7 @@ export class Computer implements ComputerApi {
     this.eventLogP = openEventLog(options.eventLog ?? "memory", {
       logMaxBytes: options.logMaxBytes ?? DEFAULT_LOG_MAX_BYTES,
       retentionMs: options.retentionMs ?? DEFAULT_RETENTION_MS,
+      ...options.spill,
     }).then(checkCapacity);
     // Unhandled until someone awaits it; keep a failed open from crashing the process.
     this.eventLogP.catch(() => {});

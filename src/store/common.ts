@@ -5,6 +5,7 @@
 
 import { ComputerError } from "../wire/errors.js";
 import type { ExitEvent, ExitReason, LoggedEvent } from "../wire/types.js";
+import type { SpillOptions } from "./spill.js";
 import type { ExecRecord, ExecState } from "./types.js";
 
 /** Default bound on one execution's retained events (a log's `capacityBytes`): 16 MiB. */
@@ -12,8 +13,8 @@ export const DEFAULT_LOG_MAX_BYTES = 16 * 1024 * 1024;
 /** Default time a finished execution is kept: 5 min after its exit. */
 export const DEFAULT_RETENTION_MS = 5 * 60 * 1000;
 
-/** Options every log constructor accepts (the contract suite passes small values). */
-export interface EventLogOptions {
+/** Options every log constructor accepts (the contract suite passes small values). The spill options concern the memory log only. */
+export interface EventLogOptions extends SpillOptions {
   /** Cap on the retained size of one execution's events (see eventSize); the log's `capacityBytes`. */
   logMaxBytes?: number;
   /** How long a finished execution is kept before it is swept. */

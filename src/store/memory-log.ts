@@ -1,8 +1,13 @@
 // In-process EventLog: one ring of events per execution, bounded by
-// `logMaxBytes` (oldest events dropped first), swept `retentionMs` after exit.
+// `logMaxBytes`, swept `retentionMs` after exit. Events the ring evicts spill
+// to segment files on local disk (spill.ts) within a per-execution and a total
+// disk budget, so a cut-off client can resume past the ring; only events past
+// the disk budget are dropped (ELOG_TRUNCATED). `capacityBytes` stays the
+// ring: it is what is retained whatever the disk budget, so the runtime's
+// backpressure keeps live subscribers within memory and never depends on disk.
 // It is the default log and the one the runtime's hot path is tuned against,
 // so every operation is O(1) or O(events returned): seqs are contiguous, so
-// the event with seq s sits at index head + (s - earliestSeq) of the array.
+// the event with seq s sits at index head + (s - ringSeq) of the array.
 // It keeps no reference to anything the caller owns: records are copied in
 // and out, so it behaves like a remote log (the contract suite relies on it).
 
@@ -22,6 +27,7 @@ import {
   truncated,
   Waiters,
 } from "./common.js";
+import { type ExecSpill, SpillStore } from "./spill.js";
 import type { EventLog, ExecRecord, NewExecRecord, ReadOptions } from "./types.js";
 
 const DEFAULT_READ_LIMIT = 256;
@@ -32,6 +38,10 @@ interface Entry {
   events: LoggedEvent[];
   sizes: number[];
   head: number;
+  /** Seq of events[head] (the oldest event in memory). */
+  ringSeq: number;
+  /** Evicted events on disk (undefined when spilling is off). */
+  spill: ExecSpill | undefined;
   bytes: number;
   waiters: Waiters;
   sweep?: ReturnType<typeof setTimeout>;
@@ -42,11 +52,18 @@ export class MemoryEventLog implements EventLog {
   /** The ring's cap per execution (`logMaxBytes`). */
   readonly capacityBytes: number;
   private readonly retentionMs: number;
+  private readonly spillStore: SpillStore;
   private closed = false;
 
   constructor(options: EventLogOptions = {}) {
     this.capacityBytes = options.logMaxBytes ?? DEFAULT_LOG_MAX_BYTES;
     this.retentionMs = options.retentionMs ?? DEFAULT_RETENTION_MS;
+    this.spillStore = new SpillStore(options);
+  }
+
+  /** Disk bytes spilled now, all executions together (for tests and metrics). */
+  get spilledBytes(): number {
+    return this.spillStore.usedBytes;
   }
 
   async create(record: NewExecRecord): Promise<void> {
@@ -61,6 +78,8 @@ export class MemoryEventLog implements EventLog {
       events: [],
       sizes: [],
       head: 0,
+      ringSeq: 1,
+      spill: this.spillStore.enabled ? this.spillStore.open(record.id) : undefined,
       bytes: 0,
       waiters: new Waiters(),
     });
@@ -74,8 +93,8 @@ export class MemoryEventLog implements EventLog {
     const first = checkBatch(id, rec.lastSeq, rec.state !== "running", events);
     for (let i = 0; i < first; i++) {
       const old = events[i]!;
-      if (old.seq < rec.earliestSeq) continue; // evicted: nothing left to compare
-      const stored = e.events[e.head + (old.seq - rec.earliestSeq)]!;
+      if (old.seq < e.ringSeq) continue; // evicted: not compared
+      const stored = e.events[e.head + (old.seq - e.ringSeq)]!;
       if (!sameEvent(stored, old)) {
         throw new ComputerError(
           "EINVAL",
@@ -105,14 +124,23 @@ export class MemoryEventLog implements EventLog {
 
   async read(id: string, after: number, options?: ReadOptions): Promise<LoggedEvent[]> {
     this.open();
-    const e = this.entries.get(id);
-    if (!e) throw notFound(id);
-    const rec = e.record;
-    if (after + 1 < rec.earliestSeq) throw truncated(id, after, rec.earliestSeq);
-    if (after >= rec.lastSeq) return [];
     const limit = Math.max(1, options?.limit ?? DEFAULT_READ_LIMIT);
-    const start = e.head + (after + 1 - rec.earliestSeq);
-    return e.events.slice(start, Math.min(start + limit, e.events.length));
+    for (;;) {
+      const e = this.entries.get(id);
+      if (!e) throw notFound(id);
+      const rec = e.record;
+      const earliest = earliestOf(e);
+      if (after + 1 < earliest) throw truncated(id, after, earliest);
+      if (after >= rec.lastSeq) return [];
+      if (after + 1 >= e.ringSeq) {
+        const start = e.head + (after + 1 - e.ringSeq);
+        return e.events.slice(start, Math.min(start + limit, e.events.length));
+      }
+      // On disk. Empty means the segment was dropped meanwhile: look again.
+      const got = await e.spill!.read(after, limit);
+      if (got.length > 0) return got;
+      this.open();
+    }
   }
 
   waitFor(id: string, after: number, signal?: AbortSignal): Promise<void> {
@@ -127,12 +155,12 @@ export class MemoryEventLog implements EventLog {
   async get(id: string): Promise<ExecRecord | undefined> {
     this.open();
     const e = this.entries.get(id);
-    return e ? copy(e.record) : undefined;
+    return e ? recordOf(e) : undefined;
   }
 
   async list(): Promise<ExecRecord[]> {
     this.open();
-    return [...this.entries.values()].map((e) => copy(e.record));
+    return [...this.entries.values()].map(recordOf);
   }
 
   async update(id: string, patch: Partial<Omit<ExecRecord, "id">>): Promise<void> {
@@ -158,6 +186,7 @@ export class MemoryEventLog implements EventLog {
     if (this.closed) return;
     this.closed = true;
     for (const [id, e] of this.entries) this.drop(id, e);
+    this.spillStore.close();
   }
 
   /** Retained bytes of one execution (for tests and metrics). */
@@ -171,6 +200,7 @@ export class MemoryEventLog implements EventLog {
 
   private drop(id: string, e: Entry): void {
     if (e.sweep) clearTimeout(e.sweep);
+    e.spill?.dispose();
     this.entries.delete(id);
     e.waiters.wakeAll();
   }
@@ -183,17 +213,19 @@ export class MemoryEventLog implements EventLog {
     e.sweep.unref?.();
   }
 
-  /** Drop oldest events until the ring fits its cap; the last event always stays. */
+  /** Move oldest events out of the ring (to disk, or dropped) until it fits its cap; the last event always stays. */
   private evict(e: Entry): void {
     if (e.bytes <= this.capacityBytes) return;
-    const rec = e.record;
     const end = e.events.length - 1;
+    const from = e.head;
     while (e.bytes > this.capacityBytes && e.head < end) {
       e.bytes -= e.sizes[e.head]!;
-      e.events[e.head] = undefined as unknown as LoggedEvent;
       e.head++;
-      rec.earliestSeq++;
+      e.ringSeq++;
     }
+    // A disk that refuses (full, gone) ends spilling for this execution: it drops, as without a disk.
+    if (e.spill && !e.spill.write(e.events.slice(from, e.head))) e.spill = undefined;
+    e.events.fill(undefined as unknown as LoggedEvent, from, e.head);
     // Compact once the dead prefix dominates: amortised O(1) per event.
     if (e.head > 1024 && e.head * 2 > e.events.length) {
       e.events = e.events.slice(e.head);
@@ -201,6 +233,15 @@ export class MemoryEventLog implements EventLog {
       e.head = 0;
     }
   }
+}
+
+/** The oldest retained seq: on disk if anything is, else in the ring. */
+function earliestOf(e: Entry): number {
+  return e.spill?.firstSeq ?? e.ringSeq;
+}
+
+function recordOf(e: Entry): ExecRecord {
+  return { ...copy(e.record), earliestSeq: earliestOf(e) };
 }
 
 function copy<T extends object>(o: T): T {

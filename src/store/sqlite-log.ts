@@ -10,9 +10,14 @@
 // and queues; what is queued is written in ONE transaction (across all
 // executions) after COMMIT_DELAY_MS, or on the next turn once COMMIT_BYTES
 // pile up, and the append promises resolve after that commit (resolved =
-// durable). Readers do not wait for commits: each execution keeps a hot tail
-// of its latest events in memory (at most HOT_MAX_BYTES), which serves live
-// subscribers; only reads further back commit the queue and go to the file.
+// durable). Readers see only what is committed: each execution has a
+// published copy of its record, replaced after each commit, and reads,
+// waits and record lookups go by it. So no client is ever shown an event a
+// crash of this process can take back, and the restart (which closes
+// running executions with a "lost" exit after the last committed seq) never
+// reuses a seq anyone saw. Committed events are served from a hot tail of
+// each execution's latest events in memory (at most HOT_MAX_BYTES); only
+// reads further back go to the file.
 //
 // Storage: 64 KiB pages (process output arrives in 64 KiB chunks) and a
 // rollback journal in PERSIST mode with synchronous=OFF. A flood of output
@@ -68,7 +73,10 @@ const COMMIT_BYTES = 1024 * 1024;
 const HOT_MAX_BYTES = 8 * 1024 * 1024;
 
 interface Entry {
+  /** The record as appended (ahead of the file until the next commit). */
   rec: ExecRecord;
+  /** The record as committed: what readers see (undefined before the first commit). */
+  pub: ExecRecord | undefined;
   ord: number;
   bytes: number;
   /** Sizes of retained events, oldest first (only for executions appended to in this process). */
@@ -195,6 +203,7 @@ export class SqliteEventLog implements EventLog {
       rec.state = normalizeState(rec.state) ?? "running";
       const e: Entry = {
         rec,
+        pub: undefined,
         ord: r.ord,
         bytes: r.bytes,
         sizes: null,
@@ -225,6 +234,7 @@ export class SqliteEventLog implements EventLog {
       }
     })();
     for (const [id, e] of this.entries) {
+      e.pub = { ...e.rec };
       if (e.rec.state === "running") continue;
       const age = now - (e.rec.endedAt ?? now);
       if (age >= this.retentionMs) this.drop(id, e);
@@ -241,6 +251,7 @@ export class SqliteEventLog implements EventLog {
     }
     const e: Entry = {
       rec: { ...structuredClone(record), state: "running", lastSeq: 0, earliestSeq: 1 },
+      pub: undefined,
       ord: this.nextOrd++,
       bytes: 0,
       sizes: [],
@@ -298,18 +309,19 @@ export class SqliteEventLog implements EventLog {
     this.evict(id, e);
     this.trimHot(e);
     this.dirty.add(id);
-    // Readers are served from the hot tail, so wake them now, not at commit.
-    e.waiters.wakeAll();
+    // Readers are woken at the commit that publishes these events.
     return this.commitSoon(this.queuedBytes < COMMIT_BYTES);
   }
 
   async read(id: string, after: number, options?: ReadOptions): Promise<LoggedEvent[]> {
     this.open();
     const e = this.entries.get(id);
-    if (!e) throw notFound(id);
+    const pub = e?.pub;
+    if (!e || !pub) throw notFound(id);
     if (after + 1 < e.rec.earliestSeq) throw truncated(id, after, e.rec.earliestSeq);
-    if (after >= e.rec.lastSeq) return [];
-    const limit = Math.max(1, options?.limit ?? DEFAULT_READ_LIMIT);
+    // Nothing past the last committed seq is shown.
+    if (after >= pub.lastSeq) return [];
+    const limit = Math.min(Math.max(1, options?.limit ?? DEFAULT_READ_LIMIT), pub.lastSeq - after);
     if (after + 1 >= e.hotFirst && e.hotHead < e.hot.length) {
       const start = e.hotHead + (after + 1 - e.hotFirst);
       return e.hot.slice(start, Math.min(start + limit, e.hot.length));
@@ -322,21 +334,23 @@ export class SqliteEventLog implements EventLog {
   waitFor(id: string, after: number, signal?: AbortSignal): Promise<void> {
     if (this.closed) return Promise.reject(closedError());
     const e = this.entries.get(id);
-    if (!e || e.rec.lastSeq > after || e.rec.state !== "running") return Promise.resolve();
+    const pub = e?.pub;
+    if (!e || (pub && (pub.lastSeq > after || pub.state !== "running"))) return Promise.resolve();
     return e.waiters.wait(signal);
   }
 
   async get(id: string): Promise<ExecRecord | undefined> {
     this.open();
-    const e = this.entries.get(id);
-    return e ? structuredClone(e.rec) : undefined;
+    const pub = this.entries.get(id)?.pub;
+    return pub ? structuredClone(pub) : undefined;
   }
 
   async list(): Promise<ExecRecord[]> {
     this.open();
     return [...this.entries.values()]
+      .filter((e) => e.pub !== undefined)
       .sort((a, b) => a.ord - b.ord)
-      .map((e) => structuredClone(e.rec));
+      .map((e) => structuredClone(e.pub!));
   }
 
   async update(id: string, patch: Partial<Omit<ExecRecord, "id">>): Promise<void> {
@@ -437,6 +451,13 @@ export class SqliteEventLog implements EventLog {
       });
       for (const s of settle) s.reject(failure);
       return;
+    }
+    // Publish what this transaction made durable, then wake its readers.
+    for (const id of dirty) {
+      const e = this.entries.get(id);
+      if (!e) continue;
+      e.pub = { ...e.rec };
+      e.waiters.wakeAll();
     }
     for (const s of settle) s.resolve();
     for (const e of woken) e.waiters.wakeAll();

@@ -43,6 +43,17 @@ export function registerServe(program: Command): void {
     )
     .option("--retention-ms <n>", "keep finished executions this long", intOption("--retention-ms"))
     .option(
+      "--spill-max-bytes <n>",
+      "memory log: disk kept per execution beyond the ring (default 1 GiB; 0: no spill)",
+      intOption("--spill-max-bytes"),
+    )
+    .option(
+      "--spill-total-bytes <n>",
+      "memory log: disk kept for all executions together (default 8 GiB)",
+      intOption("--spill-total-bytes"),
+    )
+    .option("--spill-dir <dir>", "memory log: where spill segments go (default: the temp dir)")
+    .option(
       "--heartbeat-ms <n>",
       "heartbeat interval for live streams (0: off)",
       intOption("--heartbeat-ms"),
@@ -79,6 +90,9 @@ interface ServeFlags {
   maxConcurrent?: number;
   logMaxBytes?: number;
   retentionMs?: number;
+  spillMaxBytes?: number;
+  spillTotalBytes?: number;
+  spillDir?: string;
   heartbeatMs?: number;
   maxBodyBytes?: number;
   maxFileBytes?: number;
@@ -110,6 +124,11 @@ async function serve(o: ServeFlags): Promise<never> {
     maxConcurrent: o.maxConcurrent,
     logMaxBytes: o.logMaxBytes,
     retentionMs: o.retentionMs,
+    spill: {
+      ...(o.spillMaxBytes !== undefined ? { spillMaxBytes: o.spillMaxBytes } : {}),
+      ...(o.spillTotalBytes !== undefined ? { spillTotalBytes: o.spillTotalBytes } : {}),
+      ...(o.spillDir !== undefined ? { spillDir: o.spillDir } : {}),
+    },
     heartbeatMs: o.heartbeatMs,
   }).catch((err: unknown) => {
     const code = (err as { code?: string }).code;

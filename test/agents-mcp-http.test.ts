@@ -214,7 +214,9 @@ describe.skipIf(!hasRedis)("with Redis", () => {
 describe("/mcp access and sessions", () => {
   let h: Harness;
   beforeAll(async () => {
-    h = await startServer({ server: { mcp: { maxSessions: 2, idleMs: 300 } } });
+    h = await startServer({
+      server: { mcp: { maxSessions: 2, idleMs: 300 }, corsOrigins: ["https://app.example"] },
+    });
   });
   afterAll(async () => {
     await h?.close();
@@ -252,6 +254,20 @@ describe("/mcp access and sessions", () => {
     expect((await foreign.json()).error.code).toBe("EFORBIDDEN");
     const get = await fetch(`${h.url}/mcp`, { headers: { accept: "text/event-stream" } });
     expect(get.status).toBe(401);
+  });
+
+  it("lets an allowed browser origin send and read the MCP headers", async () => {
+    const pre = await fetch(`${h.url}/mcp`, {
+      method: "OPTIONS",
+      headers: { origin: "https://app.example", "access-control-request-method": "POST" },
+    });
+    expect(pre.status).toBe(204);
+    expect(pre.headers.get("access-control-allow-headers")).toMatch(/mcp-session-id/);
+    expect(pre.headers.get("access-control-allow-headers")).toMatch(/mcp-protocol-version/);
+    const r = await post({ authorization: `Bearer ${h.token}`, origin: "https://app.example" });
+    expect(r.status).toBe(200);
+    expect(r.headers.get("access-control-expose-headers")).toMatch(/mcp-session-id/);
+    await r.text();
   });
 
   it("answers an unknown session with 404 and ends sessions on DELETE and when idle", async () => {

@@ -13,8 +13,9 @@
 //   event id   `<stream>:<seq>` on the wire (the session is implied: a store
 //              only answers for its own session's streams).
 // A request stream's record is finished (an `exit` event) shortly after its
-// response was stored, which hands it to the log's retention clock; close()
-// drops every record of the session at once.
+// response was stored, which hands it to the log's retention clock (so a
+// long session does not pile up state here); close() drops the records of the
+// session's unfinished streams at once.
 //
 // Ordering: appends of one stream are chained, so seqs are contiguous and
 // storeEvent resolves in seq order (the transport writes each message after
@@ -75,7 +76,7 @@ export class LogEventStore implements EventStore {
     );
     s.chain = appended.catch(() => {});
     await appended;
-    if (streamId !== STANDALONE_STREAM && isResponse(message)) this.finishLater(s);
+    if (streamId !== STANDALONE_STREAM && isResponse(message)) this.finishLater(streamId, s);
     while (s.gate) await s.gate;
     return `${streamId}:${seq}`;
   }
@@ -170,7 +171,12 @@ export class LogEventStore implements EventStore {
     return s;
   }
 
-  private finishLater(s: StreamState): void {
+  /**
+   * Finishes a request stream's record a little after its response, then
+   * forgets it here: from then on the log's retention owns it, and a late
+   * replay reads it straight from the log.
+   */
+  private finishLater(streamId: StreamId, s: StreamState): void {
     if (s.finished || s.finishTimer) return;
     s.finishTimer = setTimeout(() => {
       s.finished = true;
@@ -181,7 +187,10 @@ export class LogEventStore implements EventStore {
             { id: s.logId, seq, name: "exit", value: 0, reason: "exited" },
           ]),
         )
-        .catch(() => {});
+        .catch(() => {})
+        .then(() => {
+          if (this.streams.get(streamId) === s && !s.gate) this.streams.delete(streamId);
+        });
     }, FINISH_AFTER_MS);
     s.finishTimer.unref?.();
   }

@@ -1,7 +1,7 @@
 // Streamable HTTP MCP at /mcp of a real server, driven by the real MCP SDK
 // client: auth (401 without the token, 403 for a foreign Origin), tool
 // listing and calls, a long call kept alive by progress under a short client
-// timeout, and a TCP cut mid-call after which the client resumes with
+// timeout, lossless write_stdin polling, bash surviving a hung command, and a TCP cut mid-call after which the client resumes with
 // Last-Event-ID and gets the result with no lost or repeated message — with the
 // memory, SQLite and (when redis-server exists) Redis event logs. Sessions:
 // DELETE ends one, idle ones are closed, their number is bounded.
@@ -185,6 +185,45 @@ function suite(name: string, logSpec: () => ComputerOptions["eventLog"] | undefi
         await proxy.close();
       }
     }, 30_000);
+
+    it("write_stdin polling at random intervals never repeats or loses a byte", async () => {
+      const text = async (tool: string, args: Record<string, unknown>) =>
+        textOf((await client.callTool({ name: tool, arguments: args })) as CallToolResult);
+      const outputOf = (t: string) => {
+        const i = t.indexOf("\nOutput:\n");
+        return i === -1 ? "" : t.slice(i + 9);
+      };
+      const lines = 200;
+      const first = await text("exec_command", {
+        cmd: `for i in $(seq 1 ${lines}); do echo line$i; sleep 0.005; done`,
+        yield_time_ms: 50,
+      });
+      const id = /session_id "([^"]+)"/.exec(first)![1]!;
+      let all = outputOf(first);
+      let polls = 0;
+      for (;;) {
+        await new Promise((r) => setTimeout(r, Math.random() * 60));
+        const t = await text("write_stdin", {
+          session_id: id,
+          yield_time_ms: Math.floor(Math.random() * 80),
+        });
+        polls++;
+        all += outputOf(t);
+        if (t.startsWith("Process exited")) break;
+      }
+      expect(polls).toBeGreaterThan(2);
+      expect(all).toBe(Array.from({ length: lines }, (_, i) => `line${i + 1}\n`).join(""));
+    }, 60_000);
+
+    it("bash survives a hung command: the session stays usable in the same directory", async () => {
+      const text = async (command: string) =>
+        textOf((await client.callTool({ name: "bash", arguments: { command } })) as CallToolResult);
+      await text("cd /tmp; export HUNG=1");
+      expect(await text("echo $HUNG")).toBe("1\n[exit status 0]");
+      // A timed-out command costs the shell (exports reset), never the session or its cwd.
+      expect(await text("sleep 100")).toContain("timed out");
+      expect(await text("echo $PWD; export AGAIN=2; echo $AGAIN")).toBe("/tmp\n2\n[exit status 0]");
+    });
 
     it("keeps MCP streams out of the execution listing", async () => {
       const eventLog = await h.computer.eventLog();

@@ -250,7 +250,8 @@ export class Computer implements ComputerApi {
   }
 
   async list(): Promise<ExecRecord[]> {
-    return (await this.eventLogP).list();
+    // Ids starting with "~" are not executions (MCP streams share the log).
+    return (await (await this.eventLogP).list()).filter((r) => !r.id.startsWith("~"));
   }
 
   async kill(id: string, signal = "SIGTERM"): Promise<void> {

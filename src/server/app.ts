@@ -24,6 +24,7 @@ import { createMetrics, type ServerMetrics } from "./metrics.js";
 import { registerUiRoutes } from "./relay/routes.js";
 import { registerExecRoutes } from "./routes/exec.js";
 import { registerFilesRoutes } from "./routes/files.js";
+import { type McpRouteOptions, registerMcpRoutes } from "./routes/mcp.js";
 import { registerMetaRoutes } from "./routes/meta.js";
 import { registerWebSocket } from "./routes/ws.js";
 import { FrameEncoders } from "./streaming/encode-cache.js";
@@ -53,6 +54,8 @@ export interface ComputerServerOptions {
   /** Foreign origins allowed (CORS and WebSocket). */
   corsOrigins?: string[];
   limits?: Partial<ServerLimits>;
+  /** Streamable HTTP MCP at /mcp: session bound, idle close, tool options. */
+  mcp?: McpRouteOptions;
   /** Heartbeats on live streams (default true). */
   heartbeats?: boolean;
   /** Structured logger (one JSON object per entry); default one line on stdout; false silences. */
@@ -120,6 +123,7 @@ export function createComputerServer(options: ComputerServerOptions): ComputerSe
   };
 
   registerMetaRoutes(router, deps);
+  const mcp = registerMcpRoutes(router, deps, options.mcp);
   registerExecRoutes(router, deps);
   registerFilesRoutes(router, deps);
   const ws = registerWebSocket(router, deps);
@@ -181,6 +185,7 @@ export function createComputerServer(options: ComputerServerOptions): ComputerSe
       closed = (async () => {
         const stopped = new Promise<void>((resolve) => httpServer.close(() => resolve()));
         httpServer.closeIdleConnections();
+        await mcp.close();
         try {
           await computer.close();
         } catch (err) {

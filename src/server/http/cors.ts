@@ -6,10 +6,11 @@
 import type { ServerResponse } from "node:http";
 
 /** Headers a foreign page may read from our answers. */
-const EXPOSED_HEADERS = "x-request-id, location";
+const EXPOSED_HEADERS = "x-request-id, location, mcp-session-id";
 /** Methods and request headers a preflight allows (everything the API uses). */
 const ALLOWED_METHODS = "GET, POST, PUT, DELETE, OPTIONS";
-const ALLOWED_HEADERS = "authorization, content-type, accept, last-event-id";
+const ALLOWED_HEADERS =
+  "authorization, content-type, accept, last-event-id, mcp-session-id, mcp-protocol-version";
 /** How long a browser may cache a preflight answer (seconds). */
 const PREFLIGHT_MAX_AGE = "600";
 

@@ -23,7 +23,9 @@ import { checkEnv, checkId, checkSignal, defaultBaseEnv, parseSpec } from "./exe
 import { HeartbeatTicker } from "./heartbeat.js";
 import { relativeToWorkspace, resolveInWorkspace } from "./paths.js";
 import { LocalExec, stdinClosed } from "./process.js";
+import { checkPtySize, initialPtyState, type PtySize } from "./pty.js";
 import { collectResult } from "./result.js";
+import { ScreenSnapshots } from "./screen.js";
 import { eventStream, type SubscriptionSource, subscribeStream } from "./subscription.js";
 import type {
   ComputerApi,
@@ -32,6 +34,7 @@ import type {
   ExecOptions,
   ExecResult,
   ExecSpec,
+  ScreenSnapshot,
 } from "./types.js";
 
 /**
@@ -44,6 +47,7 @@ export interface RemoteControl {
   write(rec: ExecRecord, chunk: Uint8Array | string): Promise<void>;
   end(rec: ExecRecord): Promise<void>;
   dispose(rec: ExecRecord): Promise<void>;
+  resize?(rec: ExecRecord, size: PtySize): Promise<void>;
 }
 
 /** Hooks for metrics and logging; exceptions thrown by them are ignored. */
@@ -108,6 +112,7 @@ export class Computer implements ComputerApi {
   /** Ids being started (between the checks and the spawn). */
   private readonly reserved = new Set<string>();
   private readonly source: SubscriptionSource;
+  private readonly screens = new ScreenSnapshots(() => this.eventLogP);
   private closing: Promise<void> | null = null;
   private realRoot: string | undefined;
 
@@ -174,6 +179,13 @@ export class Computer implements ComputerApi {
     ) {
       throw new ComputerError("EINVAL", 'stdin must be a string, bytes, or "pipe"');
     }
+    const pty = options.pty === undefined ? undefined : checkPtySize(options.pty);
+    if (pty && stdin !== undefined && stdin !== "pipe") {
+      throw new ComputerError(
+        "EINVAL",
+        'a pty takes its input through write(): stdin must be "pipe"',
+      );
+    }
     const overlay = checkEnv(options.env);
     const id = checkId(options.id ?? randomUUID());
     if (this.local.has(id) || this.reserved.has(id)) {
@@ -202,6 +214,7 @@ export class Computer implements ComputerApi {
         lastSeq: 0,
         earliestSeq: 1,
       };
+      if (pty) rec.pty = initialPtyState(pty);
       await eventLog.create({
         id,
         command,
@@ -209,6 +222,7 @@ export class Computer implements ComputerApi {
         encoding,
         node: this.nodeId,
         startedAt: rec.startedAt,
+        ...(rec.pty ? { pty: structuredClone(rec.pty) } : {}),
       });
       const exe = new LocalExec({
         id,
@@ -217,7 +231,8 @@ export class Computer implements ComputerApi {
         args,
         cwd: cwdAbs,
         env: { ...this.baseEnv, PWD: cwdAbs, AGENT_COMPUTER_EXEC_ID: id, ...overlay },
-        stdin,
+        stdin: pty ? "pipe" : stdin,
+        pty,
         timeoutMs,
         eventLog,
         killGraceMs: this.killGraceMs,
@@ -280,6 +295,23 @@ export class Computer implements ComputerApi {
     return this.remote.end(rec);
   }
 
+  /** Resize a pty execution's terminal (EINVAL when it has none). */
+  async resize(id: string, size: PtySize): Promise<void> {
+    const checked = checkPtySize(size, "size");
+    const exe = this.local.get(id);
+    if (exe) return exe.resize(checked, await this.eventLogP);
+    const rec = await this.info(id);
+    if (!rec.pty) throw new ComputerError("EINVAL", `execution ${id} was not started with a pty`);
+    if (rec.state !== "running") return;
+    if (!this.remote?.resize) throw notLocal(id);
+    return this.remote.resize(rec, checked);
+  }
+
+  /** The current screen of a pty execution (see screen.ts). */
+  screen(id: string): Promise<ScreenSnapshot> {
+    return this.screens.snapshot(id);
+  }
+
   async dispose(id: string): Promise<void> {
     const exe = this.local.get(id);
     if (exe) {
@@ -305,6 +337,7 @@ export class Computer implements ComputerApi {
           await exe.done;
         }),
       );
+      this.screens.close();
       const eventLog = await this.eventLogP.catch(() => undefined);
       await eventLog?.close();
     })();
@@ -385,6 +418,12 @@ class Handle implements ExecHandle {
   }
   end(): Promise<void> {
     return this.computer.end(this.id);
+  }
+  resize(size: { cols: number; rows: number }): Promise<void> {
+    return this.computer.resize(this.id, size);
+  }
+  screen(): Promise<ScreenSnapshot> {
+    return this.computer.screen(this.id);
   }
 }
 

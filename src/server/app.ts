@@ -25,6 +25,7 @@ import { registerUiRoutes } from "./relay/routes.js";
 import { registerExecRoutes } from "./routes/exec.js";
 import { registerFilesRoutes } from "./routes/files.js";
 import { registerMetaRoutes } from "./routes/meta.js";
+import { registerPtyRoutes } from "./routes/pty.js";
 import { registerWebSocket } from "./routes/ws.js";
 import { FrameEncoders } from "./streaming/encode-cache.js";
 
@@ -121,6 +122,7 @@ export function createComputerServer(options: ComputerServerOptions): ComputerSe
 
   registerMetaRoutes(router, deps);
   registerExecRoutes(router, deps);
+  registerPtyRoutes(router, deps);
   registerFilesRoutes(router, deps);
   const ws = registerWebSocket(router, deps);
   const relay = registerUiRoutes(router, {});

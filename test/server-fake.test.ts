@@ -46,6 +46,8 @@ function failingHandle(): ExecHandle {
     kill: async () => {},
     write: async () => {},
     end: async () => {},
+    resize: async () => {},
+    screen: () => Promise.reject(new ComputerError("EINVAL", "n/a")),
   };
   return handle;
 }

@@ -3,7 +3,8 @@
 //
 //   agent-computer serve [--port 8787] [--host 127.0.0.1] [--workspace ./workspace] [--log memory|sqlite:PATH|redis://…]
 //   agent-computer exec [--detach] [--cwd DIR] [--env K=V]... -- CMD [ARGS...]
-//   agent-computer attach ID [--after N]
+//   agent-computer attach ID [--after N]      (a pty execution: interactive, from its screen)
+//   agent-computer shell | exec -t -- CMD      (interactive, on a pty; Ctrl-] detaches)
 //   agent-computer ps | kill ID | logs ID
 //
 // Each command lives in cli/commands/; this file assembles the program and
@@ -20,6 +21,7 @@ import { registerLogs } from "./commands/logs.js";
 import { registerMcp } from "./commands/mcp.js";
 import { registerPs } from "./commands/ps.js";
 import { registerServe } from "./commands/serve.js";
+import { registerShell } from "./commands/shell.js";
 import {
   CliError,
   describeError,
@@ -44,6 +46,7 @@ export function buildProgram(): Command {
   registerServe(program);
   registerExec(program);
   registerAttach(program);
+  registerShell(program);
   registerLogs(program);
   registerPs(program);
   registerKill(program);

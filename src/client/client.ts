@@ -22,6 +22,7 @@ import type {
   ExecRecord,
   ExecResult,
   ExecSpec,
+  ScreenSnapshot,
 } from "../runtime/types.js";
 import { decodeBase64, encodeBase64 } from "../wire/base64.js";
 import { ComputerError, errorFromResponse } from "../wire/errors.js";
@@ -180,6 +181,7 @@ export class ComputerClient implements ComputerApi {
     if (options.env !== undefined) body.env = options.env;
     if (options.timeoutMs !== undefined) body.timeoutMs = options.timeoutMs;
     if (options.encoding !== undefined) body.encoding = options.encoding;
+    if (options.pty !== undefined) body.pty = { cols: options.pty.cols, rows: options.pty.rows };
     if (options.stdin !== undefined) {
       body.stdin =
         options.stdin === "pipe"
@@ -421,6 +423,20 @@ export class RemoteExecHandle<V extends Chunk = Chunk> implements ExecHandle<V> 
       body: new Uint8Array(0),
       headers: { "content-type": "application/octet-stream" },
     });
+  }
+
+  /** POST /v1/execs/:id/resize: the pty's new size (SIGWINCH reaches the program). */
+  async resize(size: { cols: number; rows: number }): Promise<void> {
+    await this.client.request("POST", `${this.path}/resize`, {
+      json: { cols: size.cols, rows: size.rows },
+    });
+  }
+
+  /** GET /v1/execs/:id/screen: the current screen; follow with events({ after: seq }). */
+  async screen(): Promise<ScreenSnapshot> {
+    return (
+      await this.client.request("GET", `${this.path}/screen`)
+    ).json() as Promise<ScreenSnapshot>;
   }
 }
 

@@ -24,7 +24,9 @@ import { checkEnv, checkId, checkSignal, defaultBaseEnv, parseSpec } from "./exe
 import { HeartbeatTicker } from "./heartbeat.js";
 import { relativeToWorkspace, resolveInWorkspace } from "./paths.js";
 import { LocalExec, stdinClosed } from "./process.js";
+import { checkPtySize, initialPtyState, type PtySize } from "./pty.js";
 import { collectResult } from "./result.js";
+import { ScreenSnapshots } from "./screen.js";
 import { eventStream, type SubscriptionSource, subscribeStream } from "./subscription.js";
 import type {
   ComputerApi,
@@ -33,6 +35,7 @@ import type {
   ExecOptions,
   ExecResult,
   ExecSpec,
+  ScreenSnapshot,
 } from "./types.js";
 
 /**
@@ -45,6 +48,7 @@ export interface RemoteControl {
   write(rec: ExecRecord, chunk: Uint8Array | string): Promise<void>;
   end(rec: ExecRecord): Promise<void>;
   dispose(rec: ExecRecord): Promise<void>;
+  resize?(rec: ExecRecord, size: PtySize): Promise<void>;
 }
 
 /** Hooks for metrics and logging; exceptions thrown by them are ignored. */
@@ -111,6 +115,7 @@ export class Computer implements ComputerApi {
   /** Ids being started (between the checks and the spawn). */
   private readonly reserved = new Set<string>();
   private readonly source: SubscriptionSource;
+  private readonly screens = new ScreenSnapshots(() => this.eventLogP);
   private closing: Promise<void> | null = null;
   private realRoot: string | undefined;
 
@@ -178,6 +183,13 @@ export class Computer implements ComputerApi {
     ) {
       throw new ComputerError("EINVAL", 'stdin must be a string, bytes, or "pipe"');
     }
+    const pty = options.pty === undefined ? undefined : checkPtySize(options.pty);
+    if (pty && stdin !== undefined && stdin !== "pipe") {
+      throw new ComputerError(
+        "EINVAL",
+        'a pty takes its input through write(): stdin must be "pipe"',
+      );
+    }
     const overlay = checkEnv(options.env);
     const id = checkId(options.id ?? randomUUID());
     if (this.local.has(id) || this.reserved.has(id)) {
@@ -206,6 +218,7 @@ export class Computer implements ComputerApi {
         lastSeq: 0,
         earliestSeq: 1,
       };
+      if (pty) rec.pty = initialPtyState(pty);
       await eventLog.create({
         id,
         command,
@@ -213,6 +226,7 @@ export class Computer implements ComputerApi {
         encoding,
         node: this.nodeId,
         startedAt: rec.startedAt,
+        ...(rec.pty ? { pty: structuredClone(rec.pty) } : {}),
       });
       const exe = new LocalExec({
         id,
@@ -221,7 +235,8 @@ export class Computer implements ComputerApi {
         args,
         cwd: cwdAbs,
         env: { ...this.baseEnv, PWD: cwdAbs, AGENT_COMPUTER_EXEC_ID: id, ...overlay },
-        stdin,
+        stdin: pty ? "pipe" : stdin,
+        pty,
         timeoutMs,
         eventLog,
         killGraceMs: this.killGraceMs,
@@ -285,6 +300,23 @@ export class Computer implements ComputerApi {
     return this.remote.end(rec);
   }
 
+  /** Resize a pty execution's terminal (EINVAL when it has none). */
+  async resize(id: string, size: PtySize): Promise<void> {
+    const checked = checkPtySize(size, "size");
+    const exe = this.local.get(id);
+    if (exe) return exe.resize(checked, await this.eventLogP);
+    const rec = await this.info(id);
+    if (!rec.pty) throw new ComputerError("EINVAL", `execution ${id} was not started with a pty`);
+    if (rec.state !== "running") return;
+    if (!this.remote?.resize) throw notLocal(id);
+    return this.remote.resize(rec, checked);
+  }
+
+  /** The current screen of a pty execution (see screen.ts). */
+  screen(id: string): Promise<ScreenSnapshot> {
+    return this.screens.snapshot(id);
+  }
+
   async dispose(id: string): Promise<void> {
     const exe = this.local.get(id);
     if (exe) {
@@ -310,6 +342,7 @@ export class Computer implements ComputerApi {
           await exe.done;
         }),
       );
+      this.screens.close();
       const eventLog = await this.eventLogP.catch(() => undefined);
       await eventLog?.close();
     })();
@@ -390,6 +423,12 @@ class Handle implements ExecHandle {
   }
   end(): Promise<void> {
     return this.computer.end(this.id);
+  }
+  resize(size: { cols: number; rows: number }): Promise<void> {
+    return this.computer.resize(this.id, size);
+  }
+  screen(): Promise<ScreenSnapshot> {
+    return this.computer.screen(this.id);
   }
 }
 

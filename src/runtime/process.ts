@@ -24,6 +24,7 @@ import type { EventLog, ExecRecord } from "../store/types.js";
 import { ComputerError } from "../wire/errors.js";
 import type { ExitReason } from "../wire/types.js";
 import { Backpressure, type Reader } from "./backpressure.js";
+import { PtyChild, type PtySize, recordResize, signalSession } from "./pty.js";
 import { Sequencer } from "./sequencer.js";
 import type { ExecOptions } from "./types.js";
 
@@ -41,6 +42,8 @@ export interface LocalExecOptions {
   cwd: string;
   env: Record<string, string>;
   stdin: ExecOptions["stdin"];
+  /** Run on a pseudo-terminal of this size (pty.ts); stdin is then "pipe". */
+  pty?: PtySize;
   timeoutMs: number | undefined;
   eventLog: EventLog;
   killGraceMs: number;
@@ -108,13 +111,15 @@ export class LocalExec {
       // running unobserved. Its pipes then run to EOF so the exit is noticed.
       appendFailed: () => killGroup(this.child.pid, "SIGKILL"),
     });
-    this.child = spawn(o.file, o.args, {
-      cwd: o.cwd,
-      env: o.env,
-      detached: true,
-      stdio: [o.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
-      windowsHide: true,
-    });
+    this.child = o.pty
+      ? (new PtyChild(o.file, o.args, { cwd: o.cwd, env: o.env, size: o.pty }) as never)
+      : spawn(o.file, o.args, {
+          cwd: o.cwd,
+          env: o.env,
+          detached: true,
+          stdio: [o.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
+          windowsHide: true,
+        });
     if (this.child.pid !== undefined) this.record.pid = this.child.pid;
   }
 
@@ -210,6 +215,11 @@ export class LocalExec {
     const stdin = this.child.stdin;
     if (!stdin || stdin.writableEnded || stdin.destroyed) return;
     await new Promise<void>((resolve) => stdin.end(() => resolve()));
+  }
+
+  /** Resize the pseudo-terminal and record the size (pty executions only). */
+  resize(size: PtySize, eventLog: EventLog): Promise<void> {
+    return recordResize(this.child, this.record, this.lastSeq, size, eventLog);
   }
 
   /** A live reader starts holding the pipes back when it lags. */
@@ -332,6 +342,7 @@ function killGroup(pid: number | undefined, signal: string): void {
   } catch {
     // ESRCH: nothing left in the group.
   }
+  signalSession(pid, signal); // a pty's jobs in groups of their own
 }
 
 export function stdinClosed(id: string): ComputerError {

@@ -24,6 +24,26 @@ export interface ExecOptions {
   timeoutMs?: number;
   /** "b64" (default): events carry Uint8Array. "utf8": strings, never splitting a character. */
   encoding?: "b64" | "utf8";
+  /**
+   * Run on a pseudo-terminal of this size (TERM=xterm-256color): its output
+   * arrives as `stdout`, its input is write(), resize() changes its size.
+   * Implies `stdin: "pipe"` (another stdin is EINVAL).
+   */
+  pty?: { cols: number; rows: number };
+}
+
+/** The current screen of a pty execution, as GET /v1/execs/:id/screen returns it. */
+export interface ScreenSnapshot {
+  /** Escape sequences that redraw the screen (and scrollback) in an empty terminal of this size. */
+  data: string;
+  cols: number;
+  rows: number;
+  /** Cursor position, 0-based, in the active buffer's viewport. */
+  cursor: { x: number; y: number };
+  /** The snapshot reflects every event up to this seq; follow with `after: seq`. */
+  seq: number;
+  /** True when events before the log's earliest retained seq were dropped (the screen may be partial). */
+  partial: boolean;
 }
 
 export interface EventsOptions {
@@ -67,8 +87,12 @@ export interface ExecHandle<V extends Chunk = Chunk> {
   kill(signal?: string): Promise<void>;
   /** Write to stdin (requires `stdin: "pipe"`). */
   write(chunk: Uint8Array | string): Promise<void>;
-  /** Close stdin. */
+  /** Close stdin (on a pty: type Ctrl-D). */
   end(): Promise<void>;
+  /** Resize the pseudo-terminal (EINVAL when not started with `pty`). */
+  resize(size: { cols: number; rows: number }): Promise<void>;
+  /** The current screen of a pty execution (EINVAL when not started with `pty`). */
+  screen(): Promise<ScreenSnapshot>;
 }
 
 /** What both `Computer` (in-process) and `ComputerClient` (HTTP) offer. */

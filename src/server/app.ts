@@ -26,6 +26,7 @@ import { registerExecRoutes } from "./routes/exec.js";
 import { registerFilesRoutes } from "./routes/files.js";
 import { type McpRouteOptions, registerMcpRoutes } from "./routes/mcp.js";
 import { registerMetaRoutes } from "./routes/meta.js";
+import { registerPtyRoutes } from "./routes/pty.js";
 import { registerWebSocket } from "./routes/ws.js";
 import { FrameEncoders } from "./streaming/encode-cache.js";
 
@@ -125,6 +126,7 @@ export function createComputerServer(options: ComputerServerOptions): ComputerSe
   registerMetaRoutes(router, deps);
   const mcp = registerMcpRoutes(router, deps, options.mcp);
   registerExecRoutes(router, deps);
+  registerPtyRoutes(router, deps);
   registerFilesRoutes(router, deps);
   const ws = registerWebSocket(router, deps);
   const relay = registerUiRoutes(router, {});

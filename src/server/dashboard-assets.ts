@@ -5,8 +5,9 @@
 //   page loads (app.js and the aui/ and wire/ modules it imports, compiled
 //   for the DOM), so it is the allow-list: nothing else under dist/ or src/
 //   is reachable, whatever the path says.
-// - `/assets/xterm.js`, `/assets/xterm.css`: the terminal library, from its
-//   package (a runtime dependency).
+// - `/assets/xterm.js`, `/assets/xterm.css`, `/assets/addon-fit.js`: the
+//   terminal library and its fit addon (sizes a pty terminal to its pane),
+//   from their packages (runtime dependencies).
 // Nothing is compiled per request: a server run from source (the tests) serves
 // the same built folder, so the tests rebuild it when stale
 // (test/support/dist.ts).
@@ -64,6 +65,13 @@ export async function serveAsset(
 ): Promise<void> {
   if (rel === "xterm.js")
     return sendFile(req, res, xtermFile("lib/xterm.js"), "public, max-age=3600");
+  if (rel === "addon-fit.js") {
+    const file = path.join(
+      path.dirname(requireHere.resolve("@xterm/addon-fit/package.json")),
+      "lib/addon-fit.js",
+    );
+    return sendFile(req, res, file, "public, max-age=3600");
+  }
   if (rel === "xterm.css")
     return sendFile(req, res, xtermFile("css/xterm.css"), "public, max-age=3600");
   const built = rel.startsWith("lib/") ? rel.slice(4) : "";

@@ -38,7 +38,15 @@ interface Row {
   signal: string | null;
   startedAt: number;
   endedAt: number | null;
+  /** Runs on a pseudo-terminal: its Terminal widget is interactive. */
+  pty: boolean;
 }
+
+/** What "New terminal" runs: the server's login shell, interactive, on a pty. */
+// biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
+const SHELL_COMMAND = 'exec "${SHELL:-/bin/sh}" -i';
+/** The pty's size until the page's terminal fits it to its pane. */
+const INITIAL_PTY = { cols: 100, rows: 24 };
 
 function toRow(rec: ExecRecord): Row {
   return {
@@ -49,6 +57,7 @@ function toRow(rec: ExecRecord): Row {
     signal: rec.signal ?? null,
     startedAt: rec.startedAt,
     endedAt: rec.endedAt ?? null,
+    pty: rec.pty !== undefined,
   };
 }
 
@@ -175,6 +184,12 @@ export class DashboardDriver implements Dashboard {
           payload.id,
           typeof payload.signal === "string" ? payload.signal : "SIGTERM",
         );
+      } else if (ev.type === "RunForm:terminal") {
+        try {
+          await this.computer.exec(SHELL_COMMAND, { pty: INITIAL_PTY });
+        } catch (err) {
+          this.formError(`Could not open a terminal: ${(err as Error).message}`);
+        }
       } else if (ev.type === "RunForm:run") {
         const command = payload.command;
         if (typeof command !== "string" || command.trim() === "") {

@@ -63,6 +63,7 @@ function page(message: string | null): string {
 <link rel="stylesheet" href="/assets/xterm.css">
 <link rel="stylesheet" href="/assets/lib/server/dashboard/app.css">
 <script src="/assets/xterm.js" defer></script>
+<script src="/assets/addon-fit.js" defer></script>
 <script type="module" src="/assets/lib/${APP_MODULE}"></script>
 </head>
 <body>

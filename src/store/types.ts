@@ -31,6 +31,16 @@ export interface ExecRecord {
   lastSeq: number;
   /** Lowest seq still retained (lastSeq + 1 when nothing is retained). */
   earliestSeq: number;
+  /** Present when the execution runs on a pseudo-terminal (docs/runtime.md, "Terminals"). */
+  pty?: PtyState;
+}
+
+/** A pseudo-terminal's size now, and every size it had with the seq each one follows. */
+export interface PtyState {
+  cols: number;
+  rows: number;
+  /** In order; `after` is the seq of the last event before the size took effect (0: from the start). */
+  sizes: { after: number; cols: number; rows: number }[];
 }
 
 /** Fields a caller supplies when creating a record; the log fills in the rest. */

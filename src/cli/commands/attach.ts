@@ -1,10 +1,12 @@
 // `agent-computer attach ID`: replay an execution's output from a seq (or the
-// tail) and follow it live; Ctrl-C detaches and leaves it running.
+// tail) and follow it live; Ctrl-C detaches and leaves it running. A running
+// pty execution attached from a terminal is interactive instead (cli/terminal.ts).
 
 import type { Command } from "commander";
 import { parseAfter } from "../../wire/position.js";
 import { follow } from "../follow.js";
 import { act, CliError, EXIT_USAGE, makeClient, withClientOptions } from "../options.js";
+import { interact } from "../terminal.js";
 
 export function registerAttach(program: Command): void {
   withClientOptions(
@@ -21,7 +23,13 @@ export function registerAttach(program: Command): void {
       } catch (err) {
         throw new CliError((err as Error).message, EXIT_USAGE);
       }
-      return follow(makeClient(o), id, after, "detach");
+      const client = makeClient(o);
+      // A live terminal, from a terminal: interactive, starting from its current screen.
+      if (process.stdin.isTTY && o.after === "0") {
+        const rec = await (await client.get(id)).info();
+        if (rec.pty && rec.state === "running") return interact(client, id, { redraw: true });
+      }
+      return follow(client, id, after, "detach");
     }),
   );
 }

@@ -12,6 +12,7 @@ import {
   makeClient,
   withClientOptions,
 } from "../options.js";
+import { interact, localSize } from "../terminal.js";
 
 export function registerExec(program: Command): void {
   withClientOptions(
@@ -28,6 +29,10 @@ export function registerExec(program: Command): void {
       .option("--id <id>", "choose the execution id")
       .option("--timeout <ms>", "SIGTERM after this many ms", intOption("--timeout", 1))
       .option("-i, --stdin", "forward this process's stdin to the command")
+      .option(
+        "-t, --tty",
+        "run on a pty the size of this terminal, interactively (Ctrl-] detaches)",
+      )
       .addOption(
         new Option("--encoding <enc>", "event encoding").choices(["b64", "utf8"]).default("b64"),
       ),
@@ -41,12 +46,14 @@ export function registerExec(program: Command): void {
         ...(o.id !== undefined ? { id: o.id } : {}),
         ...(o.timeout !== undefined ? { timeoutMs: o.timeout } : {}),
         encoding: o.encoding,
-        ...(o.stdin ? { stdin: "pipe" as const } : {}),
+        ...(o.stdin && !o.tty ? { stdin: "pipe" as const } : {}),
+        ...(o.tty ? { pty: localSize() } : {}),
       });
       if (o.detach) {
         process.stdout.write(`${handle.id}\n`);
         return 0;
       }
+      if (o.tty) return interact(client, handle.id, { redraw: false });
       if (o.stdin) {
         // Forward stdin in the background; the output stream decides when we are done.
         (async () => {

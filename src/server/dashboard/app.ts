@@ -27,11 +27,18 @@ import { type BatchQueue, batchQueue, resumable } from "../../wire/resume.js";
 
 interface XTerm {
   open(el: HTMLElement): void;
-  write(data: string): void;
+  write(data: string | Uint8Array): void;
   dispose(): void;
+  focus(): void;
+  loadAddon(addon: unknown): void;
+  onData(f: (data: string) => void): void;
+  onResize(f: (size: { cols: number; rows: number }) => void): void;
   cols: number;
+  rows: number;
 }
 type XTermCtor = new (options: Record<string, unknown>) => XTerm;
+/** @xterm/addon-fit, loaded by /assets/addon-fit.js as the global FitAddon. */
+type FitAddonCtor = new () => { fit(): void };
 
 const lifecycle = { render: true, update: true, destroy: true };
 const manifest: Manifest = {
@@ -47,6 +54,7 @@ const manifest: Manifest = {
       },
       events: [
         { name: "run", payload: { type: "object", properties: { command: { type: "string" } } } },
+        { name: "terminal", payload: { type: "object", properties: {} } },
       ],
       lifecycle,
     },
@@ -64,10 +72,15 @@ const manifest: Manifest = {
     },
     {
       name: "Terminal",
-      description: "One execution's live output in a terminal, with a kill button.",
+      description:
+        "One execution's live output in a terminal, with a kill button; interactive when it runs on a pty.",
       params: {
         type: "object",
-        properties: { execId: { type: "string" }, state: { type: "string" } },
+        properties: {
+          execId: { type: "string" },
+          state: { type: "string" },
+          pty: { type: "boolean" },
+        },
       },
       events: [
         { name: "kill", payload: { type: "object", properties: { id: { type: "string" } } } },
@@ -117,7 +130,13 @@ const RunForm: AAtUIComponent = {
     });
     const button = h("button", { class: "primary", type: "submit" }, "Run");
     const err = h("div", { class: "err", role: "alert" });
-    const form = h("form", {}, input, button);
+    const newTerminal = h(
+      "button",
+      { type: "button", "data-action": "terminal", title: "Open an interactive shell" },
+      "New terminal",
+    );
+    newTerminal.addEventListener("click", () => emit({ type: "RunForm:terminal", payload: {} }));
+    const form = h("form", {}, input, button, newTerminal);
     form.addEventListener("submit", (e) => {
       e.preventDefault();
       emit({ type: "RunForm:run", payload: { command: input.value } });
@@ -257,9 +276,10 @@ class ExecStreams {
   /** The open connection of each subscription (and the socket it is on), fed by the socket's messages. */
   private readonly queues = new Map<string, { queue: BatchQueue<ExecFrame>; ws: WebSocket }>();
 
-  subscribe(id: string, onFrame: (f: ExecFrame) => void): () => void {
+  subscribe(id: string, onFrame: (f: ExecFrame) => void, after = 0): () => void {
     const ac = new AbortController();
     const frames = resumable<ExecFrame>({
+      after,
       connect: (after, signal) => this.connect(id, after, signal),
       seqOf: (f) => f.seq,
       isEnd: (f) => f.name === "exit",
@@ -280,6 +300,15 @@ class ExecStreams {
     })();
     return () => ac.abort();
   }
+
+  /** Sends a message (a pty's keystrokes or size) on the shared socket, in order. */
+  send(message: Record<string, unknown>): void {
+    this.sending = this.sending
+      .then(() => this.socket())
+      .then((ws) => ws.send(JSON.stringify(message)))
+      .catch(() => {}); // the socket closed: the keystroke is lost, as on a dropped ssh link
+  }
+  private sending: Promise<void> = Promise.resolve();
 
   /** Opens (or joins) the shared socket; rejects when it closes before opening. */
   private socket(): Promise<WebSocket> {
@@ -384,6 +413,18 @@ const Terminal: AAtUIComponent = {
     const screen = h("div", { class: "term-body" });
     el.append(h("div", { class: "term-head" }, status, cmd, meta, kill), screen);
 
+    const apply = (p: Record<string, unknown>) => {
+      status.replaceChildren(badge(String(p.state), p.exitCode));
+      const ex = exitText(p);
+      meta.textContent = `${execId.length > 14 ? `${execId.slice(0, 12)}…` : execId} · ${time(p.startedAt)}${ex ? ` · exit ${ex}` : ""}`;
+      kill.hidden = p.state !== "running";
+    };
+    apply(props);
+    if (props.pty === true) {
+      el.dataset.pty = "true";
+      const pty = mountPty(screen, execId);
+      return { update: apply, destroy: pty.destroy };
+    }
     const Ctor = (globalThis as { Terminal?: XTermCtor }).Terminal;
     const cols = Math.max(40, Math.floor(((el.clientWidth || 720) - 24) / 7.85));
     const term: XTerm | undefined = Ctor
@@ -424,13 +465,6 @@ const Terminal: AAtUIComponent = {
       }
     });
 
-    const apply = (p: Record<string, unknown>) => {
-      status.replaceChildren(badge(String(p.state), p.exitCode));
-      const ex = exitText(p);
-      meta.textContent = `${execId.length > 14 ? `${execId.slice(0, 12)}…` : execId} · ${time(p.startedAt)}${ex ? ` · exit ${ex}` : ""}`;
-      kill.hidden = p.state !== "running";
-    };
-    apply(props);
     return {
       update: apply,
       destroy() {
@@ -440,6 +474,91 @@ const Terminal: AAtUIComponent = {
     };
   },
 };
+
+/**
+ * An interactive terminal of a pty execution: drawn from the server's screen
+ * snapshot, then fed its events from the snapshot's seq (so a reload or a
+ * second browser shows the same live terminal); keystrokes, paste and Ctrl-C
+ * go to its stdin and the pane's size to the pty (addon-fit), both over the
+ * shared WebSocket.
+ */
+function mountPty(screen: HTMLElement, execId: string): { destroy(): void } {
+  const Ctor = (globalThis as { Terminal?: XTermCtor }).Terminal;
+  const Fit = (globalThis as { FitAddon?: { FitAddon: FitAddonCtor } }).FitAddon?.FitAddon;
+  if (!Ctor || !Fit) {
+    screen.textContent = "terminal library failed to load";
+    return { destroy() {} };
+  }
+  screen.style.height = "22rem";
+  const term = new Ctor({
+    cols: 100,
+    rows: 24,
+    cursorBlink: true,
+    scrollback: 5000,
+    fontSize: 13,
+    fontFamily: 'ui-monospace, "SF Mono", Menlo, Consolas, monospace',
+    theme: { background: "#14171f", foreground: "#d7dae0" },
+  });
+  const fit = new Fit();
+  term.loadAddon(fit);
+  term.open(screen);
+  const id = encodeURIComponent(execId);
+  let unsubscribe = () => {};
+  let gone = false;
+  const fitNow = () => {
+    try {
+      fit.fit();
+    } catch {
+      // not laid out yet
+    }
+  };
+  void (async () => {
+    let after = 0;
+    try {
+      const res = await fetch(`/v1/execs/${id}/screen`, { credentials: "same-origin" });
+      if (res.ok) {
+        const snap = (await res.json()) as {
+          data: string;
+          cols: number;
+          rows: number;
+          seq: number;
+        };
+        term.write(snap.data);
+        after = snap.seq;
+      }
+    } catch {
+      // no snapshot: replay from the start
+    }
+    if (gone) return;
+    unsubscribe = execStreams.subscribe(
+      execId,
+      (f) => {
+        if (f.name === "stdout" || f.name === "stderr") {
+          term.write(f.enc === "utf8" ? String(f.value) : b64bytes(String(f.value)));
+        } else if (f.name === "exit") {
+          term.write(`\r\n\x1b[2m── exited with code ${f.value} ──\x1b[0m\r\n`);
+        } else if (f.name === "error") {
+          term.write(`\r\n\x1b[2m(output unavailable: ${f.code ?? "error"})\x1b[0m\r\n`);
+        }
+      },
+      after,
+    );
+    term.onResize(({ cols, rows }) => execStreams.send({ type: "resize", id: execId, cols, rows }));
+    fitNow();
+    execStreams.send({ type: "resize", id: execId, cols: term.cols, rows: term.rows });
+  })();
+  term.onData((data) => execStreams.send({ type: "stdin", id: execId, data }));
+  const observer = new ResizeObserver(() => fitNow());
+  observer.observe(screen);
+  return {
+    destroy() {
+      gone = true;
+      observer.disconnect();
+      unsubscribe();
+      term.dispose();
+    },
+  };
+}
 
 const connEl = document.getElementById("conn")!;
 const connText = document.getElementById("conn-text")!;

@@ -3,6 +3,7 @@
 // writes it as exec-wire or SSE). This file validates requests and maps them
 // onto the ComputerApi; it knows nothing about how events are encoded.
 
+import { checkPtySize } from "../../runtime/pty.js";
 import type { ExecHandle, ExecOptions, ExecSpec } from "../../runtime/types.js";
 import { encodeBase64 } from "../../wire/base64.js";
 import { ComputerError } from "../../wire/errors.js";
@@ -13,7 +14,17 @@ import type { RouteContext, Router } from "../http/router.js";
 import { negotiateFormat, streamEvents } from "../streaming/http-stream.js";
 import { afterOfRequest } from "../streaming/subscribe.js";
 
-const EXEC_FIELDS = ["id", "command", "argv", "cwd", "env", "stdin", "timeoutMs", "encoding"];
+const EXEC_FIELDS = [
+  "id",
+  "command",
+  "argv",
+  "cwd",
+  "env",
+  "stdin",
+  "timeoutMs",
+  "encoding",
+  "pty",
+];
 const ID_RE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 const SIGNAL_RE = /^SIG[A-Z0-9]{1,12}$/;
 
@@ -27,7 +38,7 @@ function parseExecBody(body: Record<string, unknown>): {
   options: ExecOptions;
 } {
   rejectUnknownFields(body, EXEC_FIELDS);
-  const { command, argv, cwd, env, stdin, timeoutMs, encoding, id } = body;
+  const { command, argv, cwd, env, stdin, timeoutMs, encoding, id, pty } = body;
   let spec: ExecSpec;
   if (command !== undefined && argv !== undefined)
     throw bad("give either command or argv, not both");
@@ -100,6 +111,7 @@ function parseExecBody(body: Record<string, unknown>): {
     if (encoding !== "b64" && encoding !== "utf8") throw bad('encoding must be "b64" or "utf8"');
     options.encoding = encoding;
   }
+  if (pty !== undefined) options.pty = checkPtySize(pty);
   return { spec, options };
 }
 

@@ -4,6 +4,8 @@
 //   {"type":"subscribe","id":"r1","after":0|"tail","heartbeats":true}
 //   {"type":"resume","id":"r1","after":41}     (same as subscribe; after required)
 //   {"type":"unsubscribe","id":"r1"}
+//   {"type":"stdin","id":"r1","data":"ls\r"}   (or "b64": bytes; in order per socket)
+//   {"type":"resize","id":"r1","cols":120,"rows":40}   (pty executions, routes/pty.ts)
 // Server -> client, text messages holding one or more complete exec-wire lines
 // (each ending in "\n"), so a client feeds every message to the same JSONL
 // decoder it uses over HTTP. A subscription ends after its exit frame, or with
@@ -29,9 +31,10 @@ import { keepAlive } from "../streaming/keepalive.js";
 import { type ByteSink, pumpEvents } from "../streaming/pump.js";
 import { webSocketSink } from "../streaming/sinks.js";
 import { openSubscription } from "../streaming/subscribe.js";
+import { applyTerminalMessage, parseTerminalMessage, TERMINAL_MESSAGE_FIELDS } from "./pty.js";
 
 const MAX_MESSAGE_BYTES = 64 * 1024;
-const MESSAGE_FIELDS = ["type", "id", "after", "heartbeats"];
+const MESSAGE_FIELDS = ["type", "id", "after", "heartbeats", ...TERMINAL_MESSAGE_FIELDS];
 
 /** A subscribe/resume/unsubscribe message, validated. */
 type Message =
@@ -68,7 +71,10 @@ function parseMessage(msg: Record<string, unknown> & { id: string }): Message {
     return { type: "unsubscribe", id: msg.id };
   }
   if (msg.type !== "subscribe" && msg.type !== "resume") {
-    throw new ComputerError("EINVAL", 'type must be "subscribe", "resume" or "unsubscribe"');
+    throw new ComputerError(
+      "EINVAL",
+      'type must be "subscribe", "resume", "unsubscribe", "stdin" or "resize"',
+    );
   }
   if (msg.type === "resume" && msg.after === undefined) {
     throw new ComputerError("EINVAL", "resume requires after");
@@ -107,6 +113,8 @@ export function registerWebSocket(router: Router, deps: ServerDeps): WsEndpoint 
       if (!sink.closed) ws.send(encodeErrorFrame(frame), { binary: false });
     };
     keepAlive(ws);
+    /** Terminal input and resizes, applied one after another in arrival order. */
+    let inputs: Promise<void> = Promise.resolve();
 
     const unsubscribe = (id: string) => {
       const ac = subs.get(id);
@@ -173,6 +181,13 @@ export function registerWebSocket(router: Router, deps: ServerDeps): WsEndpoint 
       }
       const id = envelope.id;
       try {
+        const input = parseTerminalMessage(envelope);
+        if (input) {
+          inputs = inputs.then(() =>
+            applyTerminalMessage(deps, input).catch((err) => sendFrame(errorFrame(id, err))),
+          );
+          return;
+        }
         const msg = parseMessage(envelope);
         if (msg.type === "unsubscribe") {
           unsubscribe(id);

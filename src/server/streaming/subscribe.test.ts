@@ -73,6 +73,8 @@ function fakeHandle(refuse?: ComputerError): ExecHandle & { seen: EventsOptions[
     kill: async () => {},
     write: async () => {},
     end: async () => {},
+    resize: async () => {},
+    screen: () => Promise.reject(new ComputerError("EINVAL", "n/a")),
   };
 }
 

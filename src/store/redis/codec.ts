@@ -40,10 +40,11 @@ const FIELD: Record<string, string> = {
   signal: "signal",
   lastSeq: "last",
   earliestSeq: "earliest",
+  pty: "pty",
 };
 
 function fieldValue(key: string, v: unknown): string {
-  return key === "command" ? JSON.stringify(v) : String(v);
+  return key === "command" || key === "pty" ? JSON.stringify(v) : String(v);
 }
 
 /** Field/value pairs of a new record (its state is set by the create script). */
@@ -88,6 +89,7 @@ export function parseRecord(h: Record<string, string>): ExecRecord | undefined {
   if (h.endedAt !== undefined) rec.endedAt = Number(h.endedAt);
   if (h.exitCode !== undefined) rec.exitCode = Number(h.exitCode);
   if (h.signal !== undefined) rec.signal = h.signal;
+  if (h.pty !== undefined) rec.pty = JSON.parse(h.pty);
   return rec;
 }
 

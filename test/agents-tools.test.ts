@@ -131,13 +131,26 @@ describe("exec_command and sessions", () => {
     expect(again.text).toContain("already ended");
   });
 
-  it("answers unknown sessions, tty and bad positions with tool errors", async () => {
+  it("tty runs on a terminal; Ctrl-C typed with write_stdin interrupts the foreground job", async () => {
+    const t = await call("exec_command", {
+      cmd: "tty; stty size; trap 'echo interrupted' INT; sleep 30; echo after",
+      tty: true,
+      yield_time_ms: 1000,
+    });
+    expect(t.isError).toBe(false);
+    expect(t.text).toMatch(/\/dev\/pts\/\d+/);
+    expect(t.text).toContain("40 120");
+    const id = t.data!.session_id as string;
+    const c = await call("write_stdin", { session_id: id, chars: "\u0003", yield_time_ms: 3000 });
+    expect(c.text).toContain("interrupted");
+    expect(c.text).toContain("after");
+    expect(c.text).toContain("Process exited with code 0");
+  });
+
+  it("answers unknown sessions and bad positions with tool errors", async () => {
     const u = await call("write_stdin", { session_id: "nope" });
     expect(u.isError).toBe(true);
     expect(u.text).toContain("ENOENT");
-    const t = await call("exec_command", { cmd: "true", tty: true });
-    expect(t).toMatchObject({ isError: true });
-    expect(t.text).toContain("not supported yet");
     const r = await call("exec_command", { cmd: "echo x" });
     const p = await call("read_output", { session_id: r.data!.session_id, after_seq: 99 });
     expect(p.isError).toBe(true);

@@ -56,7 +56,12 @@ export const execCommandInput = z.strictObject({
     .describe("Kill the command after this many ms (default: no limit; it keeps running)."),
   yield_time_ms: yieldMs(DEFAULT_EXEC_YIELD_MS).optional(),
   max_output_bytes: maxBytes.optional(),
-  tty: z.boolean().optional().describe("Run in a pseudo-terminal (not supported yet)."),
+  tty: z
+    .boolean()
+    .optional()
+    .describe(
+      "Run on a pseudo-terminal (120x40): for programs that need a terminal; write_stdin input is typed into it (\\u0003 is Ctrl-C).",
+    ),
 });
 
 export const writeStdinInput = z.strictObject({

@@ -12,7 +12,10 @@
 //   them; "\u0004" (Ctrl-D) in chars closes it, as EOF does on a terminal.
 // - stdout and stderr are interleaved in seq order (output.ts); a fast exit
 //   loses nothing, since the read starts at seq 0 of the log, not at "now".
-// - tty is refused for now: PTY executions are not in the runtime yet.
+// - tty: true runs the command on a pseudo-terminal (TTY_SIZE, TERM
+//   xterm-256color): programs that insist on a terminal work, and the input
+//   of write_stdin goes to the terminal as typed, so "\u0003" is Ctrl-C and
+//   "\u0004" is EOF through the line discipline rather than closing a pipe.
 
 import type { ComputerApi, ExecHandle, ExecRecord } from "../runtime/types.js";
 import { hasCode } from "../wire/errors.js";
@@ -34,6 +37,8 @@ const KILL_WAIT_MS = 10_000;
 /** Sessions list_sessions shows at most (newest). */
 const LIST_LIMIT = 100;
 const EOT = "\u0004";
+/** The terminal a tty session gets: wide enough that tools rarely wrap. */
+export const TTY_SIZE = { cols: 120, rows: 40 } as const;
 
 export interface SessionToolsOptions {
   computer: ComputerApi;
@@ -50,11 +55,6 @@ export class SessionTools {
   constructor(private readonly options: SessionToolsOptions) {}
 
   async execCommand(input: ToolInput<"exec_command">, ctx: ToolCallContext): Promise<ToolResult> {
-    if (input.tty) {
-      return fail(
-        "tty is not supported yet: run the command without tty. Its stdin is a pipe: send input with write_stdin.",
-      );
-    }
     const cwd =
       input.workdir === undefined
         ? undefined
@@ -66,6 +66,7 @@ export class SessionTools {
       ...(input.timeout_ms !== undefined ? { timeoutMs: input.timeout_ms } : {}),
       stdin: "pipe",
       encoding: "b64",
+      ...(input.tty ? { pty: { ...TTY_SIZE } } : {}),
     });
     this.seen.set(handle.id, 0);
     return this.serialized(handle.id, () =>
@@ -79,7 +80,15 @@ export class SessionTools {
       const started = Date.now();
       const notes: string[] = [];
       const chars = input.chars ?? "";
-      if (chars !== "") {
+      if (chars !== "" && (await handle.info()).pty) {
+        // A terminal: every character goes to it as typed (Ctrl-C, Ctrl-D included).
+        try {
+          await handle.write(chars);
+        } catch (err) {
+          if (!hasCode(err, "ECLOSED") && !hasCode(err, "EINVAL")) throw err;
+          notes.push(`Input not sent: ${(err as Error).message}.`);
+        }
+      } else if (chars !== "") {
         const eot = chars.indexOf(EOT);
         const data = eot === -1 ? chars : chars.slice(0, eot);
         try {

@@ -271,6 +271,13 @@ export class NodeLiveness {
         if (seq > 0) {
           closed++;
           this.logger("exec.lost", { id, node, by: this.nodeId, seq });
+          // Its processes run (if at all) on the dead node's host: nothing
+          // here can signal them. Say so; that node kills them if it restarts.
+          await this.eventLog
+            .update(id, {
+              lostNote: `node ${node} stopped answering; node ${this.nodeId} closed this execution but could not kill its processes from there (node ${node} kills them when it restarts with the same node id)`,
+            })
+            .catch(() => {});
         }
       }
       await r.eval(

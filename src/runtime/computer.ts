@@ -23,6 +23,7 @@ import { checkEnv, checkId, checkSignal, defaultBaseEnv, parseSpec } from "./exe
 import { HeartbeatTicker } from "./heartbeat.js";
 import { relativeToWorkspace, resolveInWorkspace } from "./paths.js";
 import { LocalExec, stdinClosed } from "./process.js";
+import { EXEC_KEY_ENV, execKey, reapLost } from "./reaper.js";
 import { collectResult } from "./result.js";
 import { eventStream, type SubscriptionSource, subscribeStream } from "./subscription.js";
 import type {
@@ -110,6 +111,8 @@ export class Computer implements ComputerApi {
   private readonly source: SubscriptionSource;
   private closing: Promise<void> | null = null;
   private realRoot: string | undefined;
+  /** Resolves once the processes of executions found `lost` at start were dealt with. */
+  readonly reaped: Promise<unknown>;
 
   constructor(options: ComputerOptions) {
     if (!options || typeof options.workspace !== "string" || options.workspace === "") {
@@ -137,6 +140,9 @@ export class Computer implements ComputerApi {
     }).then(checkCapacity);
     // Unhandled until someone awaits it; keep a failed open from crashing the process.
     this.eventLogP.catch(() => {});
+    // Executions a previous server of this node left running were closed as
+    // lost when the log opened: kill whatever is left of their processes.
+    this.reaped = this.eventLogP.then((log) => reapLost(log, this.nodeId)).catch(() => undefined);
     this.source = {
       eventLog: this.eventLogP,
       local: (id) => this.local.get(id),
@@ -210,13 +216,21 @@ export class Computer implements ComputerApi {
         node: this.nodeId,
         startedAt: rec.startedAt,
       });
+      const key = execKey(id, rec.startedAt);
       const exe = new LocalExec({
         id,
         record: rec,
         file,
         args,
+        execKey: key,
         cwd: cwdAbs,
-        env: { ...this.baseEnv, PWD: cwdAbs, AGENT_COMPUTER_EXEC_ID: id, ...overlay },
+        env: {
+          ...this.baseEnv,
+          PWD: cwdAbs,
+          AGENT_COMPUTER_EXEC_ID: id,
+          ...overlay,
+          [EXEC_KEY_ENV]: key,
+        },
         stdin,
         timeoutMs,
         eventLog,
@@ -231,7 +245,12 @@ export class Computer implements ComputerApi {
       // Listeners first: the child's exit or output must not slip past while
       // the log is busy with the update.
       exe.start();
-      if (exe.pid !== undefined) await eventLog.update(id, { pid: exe.pid });
+      if (exe.pid !== undefined) {
+        await eventLog.update(id, {
+          pid: exe.pid,
+          ...(rec.pidStart !== undefined ? { pidStart: rec.pidStart } : {}),
+        });
+      }
       safe(() => this.observer?.started?.({ ...rec }));
       return new Handle(this, id);
     } finally {

@@ -10,7 +10,10 @@
 //   reach EOF, for at most drainMs of unpaused time; then whatever is left of
 //   the group is SIGKILLed, the pipes are read to EOF (bounded again), and
 //   only then is `exit` logged. The group is SIGKILLed after every exit, so
-//   nothing of it outlives its `exit` event.
+//   nothing of it outlives its `exit` event, nor do processes that left the
+//   group (`setsid`): they carry the execution's marker and are found by it
+//   (reaper.ts). The leader's pid and start time are recorded so that a
+//   restarted server can finish the job after a crash.
 // - The pipes flow only while neither a lagging reader (Backpressure) nor a
 //   lagging log (Sequencer) holds them; the two pause and resume independently.
 //
@@ -24,6 +27,7 @@ import type { EventLog, ExecRecord } from "../store/types.js";
 import { ComputerError } from "../wire/errors.js";
 import type { ExitReason } from "../wire/types.js";
 import { Backpressure, type Reader } from "./backpressure.js";
+import { disown, killExecution, killGroup, own, processStart } from "./reaper.js";
 import { Sequencer } from "./sequencer.js";
 import type { ExecOptions } from "./types.js";
 
@@ -38,6 +42,8 @@ export interface LocalExecOptions {
   record: ExecRecord;
   file: string;
   args: string[];
+  /** The execution's marker (reaper.ts), set in `env` under EXEC_KEY_ENV. */
+  execKey: string;
   cwd: string;
   env: Record<string, string>;
   stdin: ExecOptions["stdin"];
@@ -59,6 +65,7 @@ export class LocalExec {
   readonly done: Promise<void>;
   private readonly child: ChildProcess;
   private readonly file: string;
+  private readonly execKey: string;
   private readonly stdinMode: "pipe" | "closed";
   /** Input to write then close; dropped once handed to the pipe. */
   private input: string | Uint8Array | undefined;
@@ -85,6 +92,7 @@ export class LocalExec {
     this.id = o.id;
     this.record = o.record;
     this.file = o.file;
+    this.execKey = o.execKey;
     this.stdinMode = o.stdin === "pipe" ? "pipe" : "closed";
     this.input = o.stdin === "pipe" ? undefined : o.stdin;
     this.timeoutMs = o.timeoutMs;
@@ -115,7 +123,12 @@ export class LocalExec {
       stdio: [o.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
       windowsHide: true,
     });
-    if (this.child.pid !== undefined) this.record.pid = this.child.pid;
+    if (this.child.pid !== undefined) {
+      this.record.pid = this.child.pid;
+      const start = processStart(this.child.pid);
+      if (start !== undefined) this.record.pidStart = start;
+      own(this.child.pid, this.execKey);
+    }
   }
 
   /** The child's pid; undefined when it could not be started. */
@@ -292,8 +305,9 @@ export class LocalExec {
 
   private async finish(): Promise<void> {
     const { code, signal } = this.leaderExit!;
-    // Nothing of the group outlives its exit event.
-    killGroup(this.child.pid, "SIGKILL");
+    // Nothing of the group, nor anything that left it, outlives its exit event.
+    await killExecution(this.child.pid, this.execKey);
+    disown(this.child.pid);
     for (const t of [this.killTimer, this.timeoutTimer, this.drainTimer]) if (t) clearTimeout(t);
     this.backpressure.stop();
     if (this.decoders) {
@@ -321,16 +335,6 @@ export class LocalExec {
     this.sequencer.output("stderr", this.decoders ? msg : new TextEncoder().encode(msg));
     this.leaderExit = { code: 127, signal: null };
     this.maybeFinish();
-  }
-}
-
-/** Signal a whole process group; a group that is already gone is fine. */
-function killGroup(pid: number | undefined, signal: string): void {
-  if (!pid) return;
-  try {
-    process.kill(-pid, signal as NodeJS.Signals);
-  } catch {
-    // ESRCH: nothing left in the group.
   }
 }
 

@@ -21,6 +21,15 @@ export interface ExecRecord {
   /** Id of the node that runs (ran) the process; "local" on a single node. */
   node: string;
   pid?: number;
+  /**
+   * Identity of the process `pid` when it was spawned ("<start ticks>@<boot
+   * id>", see src/runtime/reaper.ts): lets a restarted server kill what is
+   * left of a `lost` execution without ever hitting a reused pid. Cleared
+   * once that was done.
+   */
+  pidStart?: string;
+  /** For a `lost` execution: what became of its processes (killed, gone, or not killable from the node that closed it). */
+  lostNote?: string;
   state: ExecState;
   /** Epoch ms. */
   startedAt: number;

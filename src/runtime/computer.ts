@@ -150,6 +150,19 @@ export class Computer implements ComputerApi {
     };
   }
 
+  /** Whether the event log can be used now (see ComputerApi.health). */
+  async health(waitMs = 0): Promise<{ ok: boolean; reason?: string }> {
+    if (this.closing) return { ok: false, reason: "the computer is closed" };
+    let eventLog: EventLog;
+    try {
+      eventLog = await this.eventLogP;
+    } catch (err) {
+      return { ok: false, reason: `the event log could not be opened: ${(err as Error).message}` };
+    }
+    const reason = await eventLog.unavailable?.(waitMs);
+    return reason === undefined ? { ok: true } : { ok: false, reason };
+  }
+
   /** The event log this computer writes to. */
   eventLog(): Promise<EventLog> {
     return this.eventLogP;

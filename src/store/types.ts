@@ -92,6 +92,13 @@ export interface EventLog {
   list(): Promise<ExecRecord[]>;
   /** Update mutable fields of the record (pid, state for `lost`, ...). */
   update(id: string, patch: Partial<Omit<ExecRecord, "id">>): Promise<void>;
+  /**
+   * Optional, for logs behind a network connection (Redis): undefined when
+   * the backend can be used now (waiting up to `waitMs` for a dropped
+   * connection to come back), else why not. API calls and /healthz ask it so
+   * that an outage fails fast with `EUNAVAILABLE` instead of hanging.
+   */
+  unavailable?(waitMs?: number): Promise<string | undefined>;
   /** Forget an execution and its events now. Unknown ids are a no-op. */
   dispose(id: string): Promise<void>;
   close(): Promise<void>;

@@ -25,6 +25,7 @@ import { relativeToWorkspace, resolveInWorkspace } from "./paths.js";
 import { LocalExec, stdinClosed } from "./process.js";
 import { EXEC_KEY_ENV, execKey, reapLost } from "./reaper.js";
 import { collectResult } from "./result.js";
+import { checkSpawnSize, MAX_TIMEOUT_MS, spawnError } from "./spawn-limits.js";
 import { eventStream, type SubscriptionSource, subscribeStream } from "./subscription.js";
 import type {
   ComputerApi,
@@ -181,8 +182,14 @@ export class Computer implements ComputerApi {
       throw new ComputerError("EINVAL", `encoding must be "b64" or "utf8"`);
     }
     const timeoutMs = options.timeoutMs;
-    if (timeoutMs !== undefined && !(typeof timeoutMs === "number" && timeoutMs > 0)) {
-      throw new ComputerError("EINVAL", "timeoutMs must be a positive number");
+    if (
+      timeoutMs !== undefined &&
+      !(typeof timeoutMs === "number" && timeoutMs > 0 && timeoutMs <= MAX_TIMEOUT_MS)
+    ) {
+      throw new ComputerError(
+        "EINVAL",
+        `timeoutMs must be a positive number of at most ${MAX_TIMEOUT_MS} (about 24.8 days)`,
+      );
     }
     const stdin = options.stdin;
     if (
@@ -221,6 +228,16 @@ export class Computer implements ComputerApi {
         lastSeq: 0,
         earliestSeq: 1,
       };
+      const key = execKey(id, rec.startedAt);
+      const env = {
+        ...this.baseEnv,
+        PWD: cwdAbs,
+        AGENT_COMPUTER_EXEC_ID: id,
+        ...overlay,
+        [EXEC_KEY_ENV]: key,
+      };
+      // What the kernel would refuse (E2BIG) is refused before the record exists.
+      checkSpawnSize(file, args, env);
       await eventLog.create({
         id,
         command,
@@ -229,40 +246,47 @@ export class Computer implements ComputerApi {
         node: this.nodeId,
         startedAt: rec.startedAt,
       });
-      const key = execKey(id, rec.startedAt);
-      const exe = new LocalExec({
-        id,
-        record: rec,
-        file,
-        args,
-        execKey: key,
-        cwd: cwdAbs,
-        env: {
-          ...this.baseEnv,
-          PWD: cwdAbs,
-          AGENT_COMPUTER_EXEC_ID: id,
-          ...overlay,
-          [EXEC_KEY_ENV]: key,
-        },
-        stdin,
-        timeoutMs,
-        eventLog,
-        killGraceMs: this.killGraceMs,
-        drainMs: this.drainMs,
-        stallMs: this.stallMs,
-        maxUnflushedBytes: this.maxUnflushedBytes,
-        onFinished: (e) => this.finished(e, eventLog),
-      });
+      let exe: LocalExec;
+      try {
+        exe = new LocalExec({
+          id,
+          record: rec,
+          file,
+          args,
+          execKey: key,
+          cwd: cwdAbs,
+          env,
+          stdin,
+          timeoutMs,
+          eventLog,
+          killGraceMs: this.killGraceMs,
+          drainMs: this.drainMs,
+          stallMs: this.stallMs,
+          maxUnflushedBytes: this.maxUnflushedBytes,
+          onFinished: (e) => this.finished(e, eventLog),
+        });
+      } catch (err) {
+        // spawn() itself threw: nothing runs, so nothing of it is left behind.
+        await eventLog.dispose(id).catch(() => {});
+        throw spawnError(err);
+      }
       this.local.set(id, exe);
       this.reserved.delete(id);
-      // Listeners first: the child's exit or output must not slip past while
-      // the log is busy with the update.
-      exe.start();
-      if (exe.pid !== undefined) {
-        await eventLog.update(id, {
-          pid: exe.pid,
-          ...(rec.pidStart !== undefined ? { pidStart: rec.pidStart } : {}),
-        });
+      try {
+        // Listeners first: the child's exit or output must not slip past while
+        // the log is busy with the update.
+        exe.start();
+        if (exe.pid !== undefined) {
+          await eventLog.update(id, {
+            pid: exe.pid,
+            ...(rec.pidStart !== undefined ? { pidStart: rec.pidStart } : {}),
+          });
+        }
+      } catch (err) {
+        // The caller gets no handle: the command must not run unobserved. Its
+        // exit is logged as usual (reason "killed"), so the record finishes.
+        exe.signal("SIGKILL", "killed");
+        throw err;
       }
       safe(() => this.observer?.started?.({ ...rec }));
       return new Handle(this, id);

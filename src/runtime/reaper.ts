@@ -99,7 +99,7 @@ function isPidName(name: string): boolean {
   return name.length > 0 && name.charCodeAt(0) >= 48 && name.charCodeAt(0) <= 57;
 }
 
-/** Pids (other than ours) whose environment carries one of `keys`: synchronous. */
+/** Pids (other than ours) whose environment carries one of `keys` (a synchronous scan). */
 export function markedPidsSync(keys: ReadonlySet<string>): number[] {
   if (keys.size === 0) return [];
   let names: string[];
@@ -123,38 +123,36 @@ export function markedPidsSync(keys: ReadonlySet<string>): number[] {
   return out;
 }
 
-/** The same scan without blocking the event loop (used at every execution's end). */
-export async function markedPids(keys: ReadonlySet<string>): Promise<number[]> {
-  if (keys.size === 0) return [];
-  let names: string[];
-  try {
-    names = await readdir("/proc");
-  } catch {
-    return [];
-  }
-  const out: number[] = [];
-  const pids = names.filter((n) => isPidName(n) && Number(n) !== process.pid);
-  // A few reads at a time: enough to be quick, without flooding the thread pool.
-  for (let i = 0; i < pids.length; i += 16) {
-    await Promise.all(
-      pids.slice(i, i + 16).map(async (name) => {
-        const environ = await readFile(`/proc/${name}/environ`).catch(() => null);
-        if (!environ) return;
-        const m = markerOf(environ);
-        if (m !== undefined && keys.has(m)) out.push(Number(name));
-      }),
-    );
-  }
-  return out;
-}
-
 /**
  * SIGKILL what is left of an execution: its group, then every process still
  * carrying its marker (daemons that left the group). Resolves once done.
  */
-export async function killExecution(pid: number | undefined, key: string): Promise<void> {
+export function killExecution(pid: number | undefined, key: string): Promise<void> {
   killGroup(pid, "SIGKILL");
-  for (const p of await markedPids(new Set([key]))) killPid(p);
+  return scanSoon(key);
+}
+
+/**
+ * Executions that end close together share one scan: the synchronous scan
+ * costs a few ms for a few hundred processes (measured 2.5-4.5 ms for 121 on
+ * a loaded 2-core box), where the same scan through the thread pool took
+ * 13-42 ms and would delay every exit event by that much.
+ */
+let pending: { keys: Set<string>; done: Promise<void> } | undefined;
+function scanSoon(key: string): Promise<void> {
+  if (!pending) {
+    const batch = { keys: new Set<string>(), done: Promise.resolve() };
+    batch.done = new Promise<void>((resolve) => {
+      setImmediate(() => {
+        pending = undefined;
+        for (const p of markedPidsSync(batch.keys)) killPid(p);
+        resolve();
+      });
+    });
+    pending = batch;
+  }
+  pending.keys.add(key);
+  return pending.done;
 }
 
 /** Groups (leader pid → marker) of executions this process runs right now. */

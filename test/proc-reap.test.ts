@@ -19,6 +19,7 @@ import { reapLost } from "../src/runtime/reaper.js";
 import { MemoryEventLog } from "../src/store/memory-log.js";
 import { ensureDistBuilt } from "./support/dist.js";
 import { killAll, running, startServe, until, waitGone } from "./support/proc-serve.js";
+import { redisAvailable, startRedis } from "./support/redis-server.js";
 
 const DAEMON =
   "setsid sh -c 'echo $$ > daemon.pid; exec sleep 1000' </dev/null >/dev/null 2>&1 & sleep 1000";
@@ -84,6 +85,46 @@ describe("processes never outlive their server", () => {
       await second.exited;
     }
   }, 60_000);
+
+  it.skipIf(!redisAvailable())(
+    "cluster: kill -9 of a node, then a restart with the same node id, kills what it left running",
+    async () => {
+      const redis = await startRedis();
+      const ws = tmp("redis");
+      const env = { AGENT_COMPUTER_LOG: `${redis.url}?prefix=pr:`, AGENT_COMPUTER_NODE_ID: "n1" };
+      try {
+        const first = await startServe(["--workspace", ws], env);
+        const deaf = await first.client.exec("trap '' TERM; sleep 1000");
+        const daemon = await first.client.exec(DAEMON);
+        const pids = await Promise.all(
+          [deaf, daemon].map((h) => until(async () => (await h.info()).pid)),
+        );
+        pids.push(await daemonPid(ws));
+        strays.push(...pids);
+        first.child.kill("SIGKILL");
+        await first.exited;
+        await new Promise((r) => setTimeout(r, 300));
+        expect(pids.filter(running)).toEqual(pids);
+        // Restarting with the same id waits out the dead one's liveness key (≤ 5 s).
+        const second = await startServe(["--workspace", ws], env);
+        try {
+          expect(await waitGone(pids, 15_000)).toEqual([]);
+          const rec = await until(async () => {
+            const r = await second.client.get(deaf.id).then((x) => x.info());
+            return r.lostNote ? r : undefined;
+          });
+          expect(rec.state).toBe("lost");
+          expect(rec.lostNote).toMatch(/killed when the server restarted/);
+        } finally {
+          second.child.kill("SIGTERM");
+          await second.exited;
+        }
+      } finally {
+        await redis.close();
+      }
+    },
+    90_000,
+  );
 
   it("a double SIGTERM (forced exit) ends a TERM-ignoring command and a setsid daemon", async () => {
     const dir = tmp("forced");

@@ -45,12 +45,16 @@ export interface NodeInfo {
   info?: Record<string, unknown>;
 }
 
-// KEYS: alive key. ARGV: value, ttl, token. 1: refreshed ours, 0: had lapsed
-// (re-created), -1: another instance holds the id.
+// KEYS: alive key, nodes set. ARGV: value, ttl, token, node id. 1: refreshed
+// ours, 0: had lapsed (re-created), -1: another instance holds the id.
+// Every refresh also (re-)registers the node in the nodes set: a Redis that
+// lost its data (restarted without persistence) has an empty set, and a node
+// missing from it would never be swept when it dies.
 const LUA_REFRESH = `
 local cur = redis.call('GET', KEYS[1])
 if cur and not string.find(cur, ARGV[3], 1, true) then return -1 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[4])
 if cur then return 1 end
 return 0
 `;
@@ -169,11 +173,13 @@ export class NodeLiveness {
       const res = Number(
         await this.redis.eval(
           LUA_REFRESH,
-          1,
+          2,
           this.keys.alive(this.nodeId),
+          this.keys.nodes,
           this.value(),
           this.ttlMs,
           this.token,
+          this.nodeId,
         ),
       );
       if (res === 0) {
@@ -271,6 +277,13 @@ export class NodeLiveness {
         if (seq > 0) {
           closed++;
           this.logger("exec.lost", { id, node, by: this.nodeId, seq });
+          // Its processes run (if at all) on the dead node's host: nothing
+          // here can signal them. Say so; that node kills them if it restarts.
+          await this.eventLog
+            .update(id, {
+              lostNote: `node ${node} stopped answering; node ${this.nodeId} closed this execution but could not kill its processes from there (node ${node} kills them when it restarts with the same node id)`,
+            })
+            .catch(() => {});
         }
       }
       await r.eval(

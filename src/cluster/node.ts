@@ -150,7 +150,14 @@ export class ClusterNode {
   private async routeKill(rec: ExecRecord, signal?: string): Promise<void> {
     if (rec.state !== "running") return;
     if (!(await this.ownerAlive(rec))) {
-      await this.eventLog.closeLost(rec.id, rec.node);
+      const seq = await this.eventLog.closeLost(rec.id, rec.node);
+      if (seq > 0 && rec.node !== this.nodeId) {
+        await this.eventLog
+          .update(rec.id, {
+            lostNote: `node ${rec.node} is down; node ${this.nodeId} closed this execution but could not kill its processes from there (node ${rec.node} kills them when it restarts with the same node id)`,
+          })
+          .catch(() => {});
+      }
       return;
     }
     await this.control.request(rec.node, "kill", rec.id, signal ? { signal } : {});

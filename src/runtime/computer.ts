@@ -25,8 +25,10 @@ import { HeartbeatTicker } from "./heartbeat.js";
 import { relativeToWorkspace, resolveInWorkspace } from "./paths.js";
 import { LocalExec, stdinClosed } from "./process.js";
 import { checkPtySize, initialPtyState, type PtySize } from "./pty.js";
+import { EXEC_KEY_ENV, execKey, reapLost } from "./reaper.js";
 import { collectResult } from "./result.js";
 import { ScreenSnapshots } from "./screen.js";
+import { checkSpawnSize, MAX_TIMEOUT_MS, spawnError } from "./spawn-limits.js";
 import { eventStream, type SubscriptionSource, subscribeStream } from "./subscription.js";
 import type {
   ComputerApi,
@@ -118,6 +120,8 @@ export class Computer implements ComputerApi {
   private readonly screens = new ScreenSnapshots(() => this.eventLogP);
   private closing: Promise<void> | null = null;
   private realRoot: string | undefined;
+  /** Resolves once the processes of executions found `lost` at start were dealt with. */
+  readonly reaped: Promise<unknown>;
 
   constructor(options: ComputerOptions) {
     if (!options || typeof options.workspace !== "string" || options.workspace === "") {
@@ -146,11 +150,27 @@ export class Computer implements ComputerApi {
     }).then(checkCapacity);
     // Unhandled until someone awaits it; keep a failed open from crashing the process.
     this.eventLogP.catch(() => {});
+    // Executions a previous server of this node left running were closed as
+    // lost when the log opened: kill whatever is left of their processes.
+    this.reaped = this.eventLogP.then((log) => reapLost(log, this.nodeId)).catch(() => undefined);
     this.source = {
       eventLog: this.eventLogP,
       local: (id) => this.local.get(id),
       heartbeats: heartbeatMs > 0 ? new HeartbeatTicker(heartbeatMs) : undefined,
     };
+  }
+
+  /** Whether the event log can be used now (see ComputerApi.health). */
+  async health(waitMs = 0): Promise<{ ok: boolean; reason?: string }> {
+    if (this.closing) return { ok: false, reason: "the computer is closed" };
+    let eventLog: EventLog;
+    try {
+      eventLog = await this.eventLogP;
+    } catch (err) {
+      return { ok: false, reason: `the event log could not be opened: ${(err as Error).message}` };
+    }
+    const reason = await eventLog.unavailable?.(waitMs);
+    return reason === undefined ? { ok: true } : { ok: false, reason };
   }
 
   /** The event log this computer writes to. */
@@ -171,8 +191,14 @@ export class Computer implements ComputerApi {
       throw new ComputerError("EINVAL", `encoding must be "b64" or "utf8"`);
     }
     const timeoutMs = options.timeoutMs;
-    if (timeoutMs !== undefined && !(typeof timeoutMs === "number" && timeoutMs > 0)) {
-      throw new ComputerError("EINVAL", "timeoutMs must be a positive number");
+    if (
+      timeoutMs !== undefined &&
+      !(typeof timeoutMs === "number" && timeoutMs > 0 && timeoutMs <= MAX_TIMEOUT_MS)
+    ) {
+      throw new ComputerError(
+        "EINVAL",
+        `timeoutMs must be a positive number of at most ${MAX_TIMEOUT_MS} (about 24.8 days)`,
+      );
     }
     const stdin = options.stdin;
     if (
@@ -219,6 +245,16 @@ export class Computer implements ComputerApi {
         earliestSeq: 1,
       };
       if (pty) rec.pty = initialPtyState(pty);
+      const key = execKey(id, rec.startedAt);
+      const env = {
+        ...this.baseEnv,
+        PWD: cwdAbs,
+        AGENT_COMPUTER_EXEC_ID: id,
+        ...overlay,
+        [EXEC_KEY_ENV]: key,
+      };
+      // What the kernel would refuse (E2BIG) is refused before the record exists.
+      checkSpawnSize(file, args, env);
       await eventLog.create({
         id,
         command,
@@ -228,29 +264,49 @@ export class Computer implements ComputerApi {
         startedAt: rec.startedAt,
         ...(rec.pty ? { pty: structuredClone(rec.pty) } : {}),
       });
-      const exe = new LocalExec({
-        id,
-        record: rec,
-        file,
-        args,
-        cwd: cwdAbs,
-        env: { ...this.baseEnv, PWD: cwdAbs, AGENT_COMPUTER_EXEC_ID: id, ...overlay },
-        stdin: pty ? "pipe" : stdin,
-        pty,
-        timeoutMs,
-        eventLog,
-        killGraceMs: this.killGraceMs,
-        drainMs: this.drainMs,
-        stallMs: this.stallMs,
-        maxUnflushedBytes: this.maxUnflushedBytes,
-        onFinished: (e) => this.finished(e, eventLog),
-      });
+      let exe: LocalExec;
+      try {
+        exe = new LocalExec({
+          id,
+          record: rec,
+          file,
+          args,
+          execKey: key,
+          cwd: cwdAbs,
+          env,
+          stdin: pty ? "pipe" : stdin,
+          pty,
+          timeoutMs,
+          eventLog,
+          killGraceMs: this.killGraceMs,
+          drainMs: this.drainMs,
+          stallMs: this.stallMs,
+          maxUnflushedBytes: this.maxUnflushedBytes,
+          onFinished: (e) => this.finished(e, eventLog),
+        });
+      } catch (err) {
+        // spawn() itself threw: nothing runs, so nothing of it is left behind.
+        await eventLog.dispose(id).catch(() => {});
+        throw spawnError(err);
+      }
       this.local.set(id, exe);
       this.reserved.delete(id);
-      // Listeners first: the child's exit or output must not slip past while
-      // the log is busy with the update.
-      exe.start();
-      if (exe.pid !== undefined) await eventLog.update(id, { pid: exe.pid });
+      try {
+        // Listeners first: the child's exit or output must not slip past while
+        // the log is busy with the update.
+        exe.start();
+        if (exe.pid !== undefined) {
+          await eventLog.update(id, {
+            pid: exe.pid,
+            ...(rec.pidStart !== undefined ? { pidStart: rec.pidStart } : {}),
+          });
+        }
+      } catch (err) {
+        // The caller gets no handle: the command must not run unobserved. Its
+        // exit is logged as usual (reason "killed"), so the record finishes.
+        exe.signal("SIGKILL", "killed");
+        throw err;
+      }
       safe(() => this.observer?.started?.({ ...rec }));
       return new Handle(this, id);
     } finally {

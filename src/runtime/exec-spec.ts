@@ -45,6 +45,7 @@ export function parseSpec(spec: ExecSpec): {
 } {
   if (typeof spec === "string") {
     if (spec === "") throw new ComputerError("EINVAL", "empty command");
+    if (spec.includes("\0")) throw new ComputerError("EINVAL", "the command holds a NUL byte");
     return { file: "/bin/sh", args: ["-c", spec], command: spec };
   }
   if (spec && typeof spec === "object") {

@@ -10,7 +10,10 @@
 //   reach EOF, for at most drainMs of unpaused time; then whatever is left of
 //   the group is SIGKILLed, the pipes are read to EOF (bounded again), and
 //   only then is `exit` logged. The group is SIGKILLed after every exit, so
-//   nothing of it outlives its `exit` event.
+//   nothing of it outlives its `exit` event, nor do processes that left the
+//   group (`setsid`): they carry the execution's marker and are found by it
+//   (reaper.ts). The leader's pid and start time are recorded so that a
+//   restarted server can finish the job after a crash.
 // - The pipes flow only while neither a lagging reader (Backpressure) nor a
 //   lagging log (Sequencer) holds them; the two pause and resume independently.
 //
@@ -25,6 +28,7 @@ import { ComputerError } from "../wire/errors.js";
 import type { ExitReason } from "../wire/types.js";
 import { Backpressure, type Reader } from "./backpressure.js";
 import { PtyChild, type PtySize, recordResize, signalSession } from "./pty.js";
+import { disown, killExecution, killGroup, own, processStart } from "./reaper.js";
 import { Sequencer } from "./sequencer.js";
 import type { ExecOptions } from "./types.js";
 
@@ -39,6 +43,8 @@ export interface LocalExecOptions {
   record: ExecRecord;
   file: string;
   args: string[];
+  /** The execution's marker (reaper.ts), set in `env` under EXEC_KEY_ENV. */
+  execKey: string;
   cwd: string;
   env: Record<string, string>;
   stdin: ExecOptions["stdin"];
@@ -62,6 +68,7 @@ export class LocalExec {
   readonly done: Promise<void>;
   private readonly child: ChildProcess;
   private readonly file: string;
+  private readonly execKey: string;
   private readonly stdinMode: "pipe" | "closed";
   /** Input to write then close; dropped once handed to the pipe. */
   private input: string | Uint8Array | undefined;
@@ -88,6 +95,7 @@ export class LocalExec {
     this.id = o.id;
     this.record = o.record;
     this.file = o.file;
+    this.execKey = o.execKey;
     this.stdinMode = o.stdin === "pipe" ? "pipe" : "closed";
     this.input = o.stdin === "pipe" ? undefined : o.stdin;
     this.timeoutMs = o.timeoutMs;
@@ -109,7 +117,7 @@ export class LocalExec {
       blockedChanged: () => this.applyPipes(),
       // The log refused (closed, unreachable): the process must not keep
       // running unobserved. Its pipes then run to EOF so the exit is noticed.
-      appendFailed: () => killGroup(this.child.pid, "SIGKILL"),
+      appendFailed: () => signalAll(this.child.pid, "SIGKILL"),
     });
     this.child = o.pty
       ? (new PtyChild(o.file, o.args, { cwd: o.cwd, env: o.env, size: o.pty }) as never)
@@ -120,7 +128,12 @@ export class LocalExec {
           stdio: [o.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
           windowsHide: true,
         });
-    if (this.child.pid !== undefined) this.record.pid = this.child.pid;
+    if (this.child.pid !== undefined) {
+      this.record.pid = this.child.pid;
+      const start = processStart(this.child.pid);
+      if (start !== undefined) this.record.pidStart = start;
+      own(this.child.pid, this.execKey);
+    }
   }
 
   /** The child's pid; undefined when it could not be started. */
@@ -186,9 +199,9 @@ export class LocalExec {
     // The leader is gone; only stragglers may be left, and the drain handles them.
     if (this.isFinished || this.leaderExit) return;
     if (TERMINATING.has(signal)) this.reason ??= reason;
-    killGroup(this.child.pid, signal);
+    signalAll(this.child.pid, signal);
     if (TERMINATING.has(signal) && signal !== "SIGKILL" && !this.killTimer) {
-      this.killTimer = setTimeout(() => killGroup(this.child.pid, "SIGKILL"), this.killGraceMs);
+      this.killTimer = setTimeout(() => signalAll(this.child.pid, "SIGKILL"), this.killGraceMs);
       this.killTimer.unref?.();
     }
   }
@@ -280,7 +293,7 @@ export class LocalExec {
       }
       // Grandchildren still hold the pipes: end the group, then give the
       // pipes a bounded time to deliver what was written before the kill.
-      killGroup(this.child.pid, "SIGKILL");
+      signalAll(this.child.pid, "SIGKILL");
       setTimeout(() => {
         if (this.openPipes === 0) return;
         if (!this.backpressure.paused && !this.sequencer.blocked) {
@@ -302,8 +315,9 @@ export class LocalExec {
 
   private async finish(): Promise<void> {
     const { code, signal } = this.leaderExit!;
-    // Nothing of the group outlives its exit event.
-    killGroup(this.child.pid, "SIGKILL");
+    // Nothing of the group, nor anything that left it, outlives its exit event.
+    await killExecution(this.child.pid, this.execKey);
+    disown(this.child.pid);
     for (const t of [this.killTimer, this.timeoutTimer, this.drainTimer]) if (t) clearTimeout(t);
     this.backpressure.stop();
     if (this.decoders) {
@@ -334,15 +348,14 @@ export class LocalExec {
   }
 }
 
-/** Signal a whole process group; a group that is already gone is fine. */
-function killGroup(pid: number | undefined, signal: string): void {
+/**
+ * Signal an execution's process group, and on a pty also the jobs its shell
+ * put in groups of their own (the whole session).
+ */
+function signalAll(pid: number | undefined, signal: string): void {
   if (!pid) return;
-  try {
-    process.kill(-pid, signal as NodeJS.Signals);
-  } catch {
-    // ESRCH: nothing left in the group.
-  }
-  signalSession(pid, signal); // a pty's jobs in groups of their own
+  killGroup(pid, signal);
+  signalSession(pid, signal);
 }
 
 export function stdinClosed(id: string): ComputerError {

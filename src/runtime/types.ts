@@ -104,4 +104,10 @@ export interface ComputerApi {
   kill(id: string, signal?: string): Promise<void>;
   dispose(id: string): Promise<void>;
   close(): Promise<void>;
+  /**
+   * Optional: whether the event log can be used now (waiting up to `waitMs`
+   * for a dropped backend connection). The server answers /healthz with it
+   * and refuses exec API calls with 503 `EUNAVAILABLE` while it is not ok.
+   */
+  health?(waitMs?: number): Promise<{ ok: boolean; reason?: string }>;
 }

@@ -15,6 +15,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { ComputerApi } from "../runtime/types.js";
+import { ComputerError } from "../wire/errors.js";
 import { registerDashboard } from "./dashboard.js";
 import { DEFAULT_LIMITS, type LoggerFn, type ServerDeps, type ServerLimits } from "./deps.js";
 import { createExecObserver, type ExecObserver } from "./exec-observer.js";
@@ -83,6 +84,19 @@ export interface ComputerServer {
   readonly httpServer: Server;
 }
 
+/**
+ * Exec API calls need the event log: while its backend (Redis) is down they
+ * are refused at once with a retryable 503 EUNAVAILABLE instead of waiting
+ * for a reconnect (a dropped connection gets a short grace to come back).
+ */
+const UNAVAILABLE_WAIT_MS = 1000;
+
+async function requireEventLog(computer: ComputerApi): Promise<void> {
+  if (!computer.health) return;
+  const h = await computer.health(UNAVAILABLE_WAIT_MS);
+  if (!h.ok) throw new ComputerError("EUNAVAILABLE", `the event log is unavailable: ${h.reason}`);
+}
+
 function isWildcard(host: string): boolean {
   return host === "0.0.0.0" || host === "::" || host === "";
 }
@@ -111,6 +125,7 @@ export function createComputerServer(options: ComputerServerOptions): ComputerSe
     auth,
     onRequest: (entry) => logger(entry as unknown as Record<string, unknown>),
     onError: (code) => metrics.errors.inc({ code }),
+    gate: (p) => (p.startsWith("/v1/execs") ? requireEventLog(computer) : undefined),
   });
   const deps: ServerDeps = {
     computer,

@@ -21,6 +21,15 @@ export interface ExecRecord {
   /** Id of the node that runs (ran) the process; "local" on a single node. */
   node: string;
   pid?: number;
+  /**
+   * Identity of the process `pid` when it was spawned ("<start ticks>@<boot
+   * id>", see src/runtime/reaper.ts): lets a restarted server kill what is
+   * left of a `lost` execution without ever hitting a reused pid. Cleared
+   * once that was done.
+   */
+  pidStart?: string;
+  /** For a `lost` execution: what became of its processes (killed, gone, or not killable from the node that closed it). */
+  lostNote?: string;
   state: ExecState;
   /** Epoch ms. */
   startedAt: number;
@@ -93,6 +102,13 @@ export interface EventLog {
   list(): Promise<ExecRecord[]>;
   /** Update mutable fields of the record (pid, state for `lost`, ...). */
   update(id: string, patch: Partial<Omit<ExecRecord, "id">>): Promise<void>;
+  /**
+   * Optional, for logs behind a network connection (Redis): undefined when
+   * the backend can be used now (waiting up to `waitMs` for a dropped
+   * connection to come back), else why not. API calls and /healthz ask it so
+   * that an outage fails fast with `EUNAVAILABLE` instead of hanging.
+   */
+  unavailable?(waitMs?: number): Promise<string | undefined>;
   /** Forget an execution and its events now. Unknown ids are a no-op. */
   dispose(id: string): Promise<void>;
   close(): Promise<void>;

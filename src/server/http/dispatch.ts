@@ -75,7 +75,7 @@ export function dispatchRequest(
     const e = toComputerError(err);
     errorCode = e.code;
     hooks.onError?.(e.code);
-    if (e.status >= 500)
+    if (e.status >= 500 && e.code !== "EUNAVAILABLE")
       console.error(
         JSON.stringify({
           msg: "internal error",
@@ -122,8 +122,23 @@ export function dispatchRequest(
     if (auth.corsOrigin) applyCors(res, auth.corsOrigin);
     if (auth.setCookie) res.setHeader("set-cookie", auth.setCookie);
     const ctx: RouteContext = { url, auth, requestId };
-    const out = match.handler(req, res, match.params, ctx);
-    if (isPromise(out)) out.then(undefined, (err) => fail(err, auth.corsOrigin));
+    const run = () => {
+      const out = match.handler(req, res, match.params, ctx);
+      if (isPromise(out)) out.then(undefined, (err) => fail(err, auth.corsOrigin));
+    };
+    const gated = match.options.public ? undefined : hooks.gate?.(url.pathname);
+    if (isPromise(gated)) {
+      gated.then(
+        () => {
+          try {
+            run();
+          } catch (err) {
+            fail(err, auth.corsOrigin);
+          }
+        },
+        (err) => fail(err, auth.corsOrigin),
+      );
+    } else run();
   } catch (err) {
     // When the token check threw, `auth` is still empty, yet a 401 to an
     // allowed foreign origin needs the CORS headers too, or the browser hides

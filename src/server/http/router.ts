@@ -58,6 +58,11 @@ export interface RouterOptions {
   onRequest?: (entry: RequestLogEntry) => void;
   /** Called with the code of every error response (metrics). */
   onError?: (code: string) => void;
+  /**
+   * Checked before every non-public route's handler: throw (or reject) to
+   * refuse the request, e.g. 503 while the event-log backend is down.
+   */
+  gate?: (path: string) => void | Promise<void>;
 }
 
 /** A route found for a path: its handler, options and the decoded params. */

@@ -1,15 +1,26 @@
 // The server's own routes: GET /healthz (open, for load balancers and
-// supervisors: `{"ok": false}` once shutdown began) and GET /metrics
-// (Prometheus text, behind the token like every other route).
+// supervisors: 200 `{"ok": true}`; 503 `{"ok": false, "reason"}` once
+// shutdown began or while the event-log backend is unreachable) and GET
+// /metrics (Prometheus text, behind the token like every other route).
 
 import type { ServerDeps } from "../deps.js";
 import { sendJson } from "../http/errors.js";
 import type { Router } from "../http/router.js";
 
 export function registerMetaRoutes(router: Router, deps: ServerDeps): void {
-  router.get("/healthz", (_req, res) => sendJson(res, 200, { ok: !deps.isClosing() }), {
-    public: true,
-  });
+  router.get(
+    "/healthz",
+    async (_req, res) => {
+      if (deps.isClosing()) {
+        sendJson(res, 503, { ok: false, reason: "the server is shutting down" });
+        return;
+      }
+      const h = (await deps.computer.health?.(0)) ?? { ok: true };
+      if (h.ok) sendJson(res, 200, { ok: true });
+      else sendJson(res, 503, { ok: false, reason: `the event log is unavailable: ${h.reason}` });
+    },
+    { public: true },
+  );
   router.get("/metrics", async (_req, res) => {
     const text = await deps.metrics.registry.metrics();
     res.statusCode = 200;

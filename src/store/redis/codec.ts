@@ -33,6 +33,8 @@ const FIELD: Record<string, string> = {
   encoding: "encoding",
   node: "node",
   pid: "pid",
+  pidStart: "pidStart",
+  lostNote: "lostNote",
   state: "state",
   startedAt: "startedAt",
   endedAt: "endedAt",
@@ -86,6 +88,8 @@ export function parseRecord(h: Record<string, string>): ExecRecord | undefined {
     earliestSeq: Number(h.earliest ?? 1),
   };
   if (h.pid !== undefined) rec.pid = Number(h.pid);
+  if (h.pidStart !== undefined) rec.pidStart = h.pidStart;
+  if (h.lostNote !== undefined) rec.lostNote = h.lostNote;
   if (h.endedAt !== undefined) rec.endedAt = Number(h.endedAt);
   if (h.exitCode !== undefined) rec.exitCode = Number(h.exitCode);
   if (h.signal !== undefined) rec.signal = h.signal;

@@ -30,6 +30,39 @@ function connectionOptions(): RedisOptions {
   };
 }
 
+/** How long an API call waits for a dropped connection to come back before EUNAVAILABLE. */
+export const UNAVAILABLE_WAIT_MS = 1000;
+
+/**
+ * Undefined when `client` can serve a command now (or becomes ready within
+ * `waitMs`), else why not. Commands on a log connection wait through an
+ * outage (appends must not be dropped); callers that answer a user (API
+ * calls, /healthz) ask this first and fail fast with `EUNAVAILABLE` instead.
+ */
+export async function unavailable(
+  client: Redis,
+  waitMs = UNAVAILABLE_WAIT_MS,
+): Promise<string | undefined> {
+  if (client.status === "ready") return undefined;
+  if (client.status === "end") return "the connection to redis is closed";
+  if (waitMs > 0) {
+    const ready = await new Promise<boolean>((resolve) => {
+      const onReady = () => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+      const timer = setTimeout(() => {
+        client.off("ready", onReady);
+        resolve(false);
+      }, waitMs);
+      client.once("ready", onReady);
+    });
+    if (ready) return undefined;
+  }
+  // The driver's error text (addresses, raw replies) is not for API answers.
+  return `redis is unreachable (connection ${client.status})`;
+}
+
 /**
  * A new connection named `name` (visible in CLIENT LIST). Errors surface on
  * the commands; the emitter gets a no-op listener so a connection drop cannot

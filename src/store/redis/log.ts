@@ -42,6 +42,7 @@ import {
   DEFAULT_REDIS_URL,
   type RedisSpec,
   toComputerError,
+  unavailable,
 } from "./connection.js";
 import { DEFAULT_PREFIX, RedisKeys } from "./keys.js";
 import { Notifier, type Watch } from "./notifier.js";
@@ -118,6 +119,12 @@ export class RedisEventLog implements EventLog {
     this.redis = createRedisClient(this.spec, "ac-log");
     this.scripts = new LogScripts(this.redis, this.keys);
     this.notifier = new Notifier(() => this.duplicate("ac-log-sub"), this.keys);
+  }
+
+  unavailable(waitMs?: number): Promise<string | undefined> {
+    return this.closed
+      ? Promise.resolve("the event log is closed")
+      : unavailable(this.redis, waitMs);
   }
 
   /** A new connection to the same Redis with the same options (for blocking reads, pub/sub). */

@@ -99,8 +99,30 @@ function isPidName(name: string): boolean {
   return name.length > 0 && name.charCodeAt(0) >= 48 && name.charCodeAt(0) <= 57;
 }
 
-/** Pids (other than ours) whose environment carries one of `keys` (a synchronous scan). */
-export function markedPidsSync(keys: ReadonlySet<string>): number[] {
+/**
+ * The lowest pid a process forked since `floor` was allocated can have. The
+ * kernel hands out pids in increasing order until it wraps at pid_max, so a
+ * descendant of an execution's leader has a larger pid than the leader unless
+ * the counter wrapped in between; then (last pid allocated < floor) every pid
+ * is a candidate. Reading only the newer processes' environments keeps the
+ * scan at a few files for a short command on a busy host.
+ */
+function scanFloor(floor: number | undefined): number {
+  if (floor === undefined) return 0;
+  try {
+    const last = Number(readFileSync("/proc/sys/kernel/ns_last_pid", "utf8"));
+    return Number.isSafeInteger(last) && last >= floor ? floor : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * Pids (other than ours) whose environment carries one of `keys` (a
+ * synchronous scan). With `floor` (the smallest leader pid of those
+ * executions), processes older than it are not read (see scanFloor).
+ */
+export function markedPidsSync(keys: ReadonlySet<string>, floor?: number): number[] {
   if (keys.size === 0) return [];
   let names: string[];
   try {
@@ -108,9 +130,10 @@ export function markedPidsSync(keys: ReadonlySet<string>): number[] {
   } catch {
     return [];
   }
+  const min = scanFloor(floor);
   const out: number[] = [];
   for (const name of names) {
-    if (!isPidName(name) || Number(name) === process.pid) continue;
+    if (!isPidName(name) || Number(name) === process.pid || Number(name) < min) continue;
     let environ: Buffer;
     try {
       environ = readFileSync(`/proc/${name}/environ`);
@@ -129,7 +152,7 @@ export function markedPidsSync(keys: ReadonlySet<string>): number[] {
  */
 export function killExecution(pid: number | undefined, key: string): Promise<void> {
   killGroup(pid, "SIGKILL");
-  return scanSoon(key);
+  return scanSoon(key, pid);
 }
 
 /**
@@ -138,18 +161,24 @@ export function killExecution(pid: number | undefined, key: string): Promise<voi
  * a loaded 2-core box), where the same scan through the thread pool took
  * 13-42 ms and would delay every exit event by that much.
  */
-let pending: { keys: Set<string>; done: Promise<void> } | undefined;
-function scanSoon(key: string): Promise<void> {
+let pending: { keys: Set<string>; floor: number | undefined; done: Promise<void> } | undefined;
+function scanSoon(key: string, leader: number | undefined): Promise<void> {
   if (!pending) {
-    const batch = { keys: new Set<string>(), done: Promise.resolve() };
+    const batch = {
+      keys: new Set<string>(),
+      floor: leader as number | undefined,
+      done: Promise.resolve(),
+    };
     batch.done = new Promise<void>((resolve) => {
       setImmediate(() => {
         pending = undefined;
-        for (const p of markedPidsSync(batch.keys)) killPid(p);
+        for (const p of markedPidsSync(batch.keys, batch.floor)) killPid(p);
         resolve();
       });
     });
     pending = batch;
+  } else if (pending.floor !== undefined) {
+    pending.floor = leader === undefined ? undefined : Math.min(pending.floor, leader);
   }
   pending.keys.add(key);
   return pending.done;

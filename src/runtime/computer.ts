@@ -19,6 +19,7 @@ import { type EventLogSpec, openEventLog } from "../store/open-log.js";
 import type { EventLog, ExecRecord } from "../store/types.js";
 import { ComputerError, hasCode } from "../wire/errors.js";
 import type { ExecEvent } from "../wire/types.js";
+import { prepareExec, type Sandbox } from "./confine.js";
 import { checkEnv, checkId, checkSignal, defaultBaseEnv, parseSpec } from "./exec-spec.js";
 import { HeartbeatTicker } from "./heartbeat.js";
 import { relativeToWorkspace, resolveInWorkspace } from "./paths.js";
@@ -88,6 +89,12 @@ export interface ComputerOptions {
   env?: Record<string, string>;
   observer?: ComputerObserver;
   remote?: RemoteControl;
+  /**
+   * The sandbox every execution is spawned through (src/sandbox; startNode
+   * creates one from its confine/network/limits options). Without one the
+   * argv is spawned as given and only `network: "host"` is accepted.
+   */
+  sandbox?: Sandbox;
 }
 
 export class Computer implements ComputerApi {
@@ -102,6 +109,7 @@ export class Computer implements ComputerApi {
   private readonly baseEnv: Record<string, string>;
   private readonly observer: ComputerObserver | undefined;
   private readonly remote: RemoteControl | undefined;
+  private readonly sandbox: Sandbox | undefined;
   private readonly eventLogP: Promise<EventLog>;
   /** Executions whose process runs here, until their exit is logged. */
   private readonly local = new Map<string, LocalExec>();
@@ -131,6 +139,7 @@ export class Computer implements ComputerApi {
     this.baseEnv = options.env ? { ...options.env } : defaultBaseEnv();
     this.observer = options.observer;
     this.remote = options.remote;
+    this.sandbox = options.sandbox;
     this.eventLogP = openEventLog(options.eventLog ?? "memory", {
       logMaxBytes: options.logMaxBytes ?? DEFAULT_LOG_MAX_BYTES,
       retentionMs: options.retentionMs ?? DEFAULT_RETENTION_MS,
@@ -191,6 +200,13 @@ export class Computer implements ComputerApi {
       // The root's real path, resolved once (it is not expected to move).
       this.realRoot ??= await resolveInWorkspace(this.workspace, "");
       const eventLog = await this.eventLogP;
+      const prepared = await prepareExec(this.sandbox, {
+        argv: [file, ...args],
+        cwd: cwdAbs,
+        env: { ...this.baseEnv, PWD: cwdAbs, AGENT_COMPUTER_EXEC_ID: id, ...overlay },
+        ...(options.limits !== undefined ? { limits: options.limits } : {}),
+        ...(options.network !== undefined ? { network: options.network } : {}),
+      });
       const rec: ExecRecord = {
         id,
         command,
@@ -202,21 +218,24 @@ export class Computer implements ComputerApi {
         lastSeq: 0,
         earliestSeq: 1,
       };
-      await eventLog.create({
-        id,
-        command,
-        cwd: rec.cwd,
-        encoding,
-        node: this.nodeId,
-        startedAt: rec.startedAt,
-      });
+      await eventLog
+        .create({
+          id,
+          command,
+          cwd: rec.cwd,
+          encoding,
+          node: this.nodeId,
+          startedAt: rec.startedAt,
+        })
+        .catch(async (err: unknown) => {
+          await prepared.dispose();
+          throw err;
+        });
       const exe = new LocalExec({
         id,
         record: rec,
         file,
-        args,
-        cwd: cwdAbs,
-        env: { ...this.baseEnv, PWD: cwdAbs, AGENT_COMPUTER_EXEC_ID: id, ...overlay },
+        prepared,
         stdin,
         timeoutMs,
         eventLog,

@@ -14,6 +14,10 @@
 // - The pipes flow only while neither a lagging reader (Backpressure) nor a
 //   lagging log (Sequencer) holds them; the two pause and resume independently.
 //
+// - The spawn recipe comes from the sandbox (confine.ts): what is spawned may
+//   be a wrapper around the command, and how it ended (a limit) is asked of
+//   the sandbox once the group is done, before the exit is logged.
+//
 // The state lives in private fields; the Computer and the subscriptions use
 // the few methods below.
 
@@ -24,6 +28,7 @@ import type { EventLog, ExecRecord } from "../store/types.js";
 import { ComputerError } from "../wire/errors.js";
 import type { ExitReason } from "../wire/types.js";
 import { Backpressure, type Reader } from "./backpressure.js";
+import { exitOf, type Prepared } from "./confine.js";
 import { Sequencer } from "./sequencer.js";
 import type { ExecOptions } from "./types.js";
 
@@ -36,10 +41,10 @@ export interface LocalExecOptions {
   id: string;
   /** The record as created in the log; its `pid` is filled in once spawned. */
   record: ExecRecord;
+  /** The command's program, for the message when it cannot be started. */
   file: string;
-  args: string[];
-  cwd: string;
-  env: Record<string, string>;
+  /** What to spawn (the sandbox's recipe) and how to read and release it after the exit. */
+  prepared: Prepared;
   stdin: ExecOptions["stdin"];
   timeoutMs: number | undefined;
   eventLog: EventLog;
@@ -79,6 +84,10 @@ export class LocalExec {
   private drainWhenResumed = false;
   private lastOutput: number;
   private isFinished = false;
+  private readonly prepared: Prepared;
+  /** The runtime-enforced limit that ended the execution (output), if any. */
+  private runtimeLimit: "output" | null = null;
+  private outputBytes = 0;
 
   /** Spawns the child; call start() next (after registering the execution). */
   constructor(o: LocalExecOptions) {
@@ -87,7 +96,9 @@ export class LocalExec {
     this.file = o.file;
     this.stdinMode = o.stdin === "pipe" ? "pipe" : "closed";
     this.input = o.stdin === "pipe" ? undefined : o.stdin;
-    this.timeoutMs = o.timeoutMs;
+    this.prepared = o.prepared;
+    const wall = o.prepared.limits.wallTimeMs;
+    this.timeoutMs = wall > 0 ? Math.min(wall, o.timeoutMs ?? wall) : o.timeoutMs;
     this.killGraceMs = o.killGraceMs;
     this.drainMs = o.drainMs;
     this.onFinished = o.onFinished;
@@ -108,9 +119,9 @@ export class LocalExec {
       // running unobserved. Its pipes then run to EOF so the exit is noticed.
       appendFailed: () => killGroup(this.child.pid, "SIGKILL"),
     });
-    this.child = spawn(o.file, o.args, {
-      cwd: o.cwd,
-      env: o.env,
+    this.child = spawn(o.prepared.file, o.prepared.args, {
+      cwd: o.prepared.cwd,
+      env: o.prepared.env,
       detached: true,
       stdio: [o.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
       windowsHide: true,
@@ -234,6 +245,14 @@ export class LocalExec {
 
   private onOutput(name: "stdout" | "stderr", chunk: Buffer): void {
     this.lastOutput = Date.now();
+    const max = this.prepared.limits.outputBytes;
+    if (max > 0) {
+      this.outputBytes += chunk.byteLength;
+      if (this.outputBytes > max && this.runtimeLimit === null) {
+        this.runtimeLimit = "output";
+        this.signal("SIGKILL", "limit");
+      }
+    }
     if (this.decoders) {
       const text = this.decoders[name].write(chunk);
       if (text === "") return; // only part of a character so far
@@ -291,9 +310,14 @@ export class LocalExec {
   }
 
   private async finish(): Promise<void> {
-    const { code, signal } = this.leaderExit!;
     // Nothing of the group outlives its exit event.
     killGroup(this.child.pid, "SIGKILL");
+    const status = this.leaderExit!;
+    const verdict = await this.prepared
+      .afterExit(status)
+      .catch(() => ({ code: status.code, signal: status.signal, hit: [] }));
+    const exit = exitOf(verdict, this.reason, this.runtimeLimit, this.prepared.limits);
+    const { code, signal } = exit;
     for (const t of [this.killTimer, this.timeoutTimer, this.drainTimer]) if (t) clearTimeout(t);
     this.backpressure.stop();
     if (this.decoders) {
@@ -302,12 +326,19 @@ export class LocalExec {
         if (rest) this.sequencer.output(name, rest);
       }
     }
+    if (exit.notice) {
+      this.sequencer.output(
+        "stderr",
+        this.decoders ? exit.notice : new TextEncoder().encode(exit.notice),
+      );
+    }
     this.sequencer.exit(
       code ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0),
-      this.reason ?? "exited",
+      exit.reason,
       signal,
     );
     await this.sequencer.drained();
+    await this.prepared.dispose().catch(() => {});
     await this.onFinished(this);
     this.resolveDone();
   }

@@ -13,7 +13,18 @@ import type { RouteContext, Router } from "../http/router.js";
 import { negotiateFormat, streamEvents } from "../streaming/http-stream.js";
 import { afterOfRequest } from "../streaming/subscribe.js";
 
-const EXEC_FIELDS = ["id", "command", "argv", "cwd", "env", "stdin", "timeoutMs", "encoding"];
+const EXEC_FIELDS = [
+  "id",
+  "command",
+  "argv",
+  "cwd",
+  "env",
+  "stdin",
+  "timeoutMs",
+  "encoding",
+  "limits",
+  "network",
+];
 const ID_RE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 const SIGNAL_RE = /^SIG[A-Z0-9]{1,12}$/;
 
@@ -27,7 +38,7 @@ function parseExecBody(body: Record<string, unknown>): {
   options: ExecOptions;
 } {
   rejectUnknownFields(body, EXEC_FIELDS);
-  const { command, argv, cwd, env, stdin, timeoutMs, encoding, id } = body;
+  const { command, argv, cwd, env, stdin, timeoutMs, encoding, id, limits, network } = body;
   let spec: ExecSpec;
   if (command !== undefined && argv !== undefined)
     throw bad("give either command or argv, not both");
@@ -100,6 +111,14 @@ function parseExecBody(body: Record<string, unknown>): {
     if (encoding !== "b64" && encoding !== "utf8") throw bad('encoding must be "b64" or "utf8"');
     options.encoding = encoding;
   }
+  // Checked in full by the sandbox (unknown limits, maxima: EINVAL; widening: EFORBIDDEN).
+  if (limits !== undefined) {
+    if (typeof limits !== "object" || limits === null || Array.isArray(limits)) {
+      throw bad("limits must be an object of numbers");
+    }
+    options.limits = limits as ExecOptions["limits"];
+  }
+  if (network !== undefined) options.network = network as ExecOptions["network"];
   return { spec, options };
 }
 

@@ -5,6 +5,7 @@
 // GET /v1/info and the dashboard show. One place, so `doctor` predicts exactly
 // what `serve` does.
 
+import { realpath, stat } from "node:fs/promises";
 import path from "node:path";
 import { createSandbox } from "../sandbox/sandbox.js";
 import type {
@@ -81,7 +82,7 @@ export async function openNodeSandbox(
   options: ConfineOptions,
   eventLog: string,
   env: NodeJS.ProcessEnv,
-): Promise<{ sandbox: Sandbox; mode: ConfineMode }> {
+): Promise<{ sandbox: Sandbox; mode: ConfineMode; why?: string }> {
   const mode = (options.confine ?? env[CONFINE_ENV.confine] ?? "auto") as ConfineMode;
   const network = parseNetwork(options.network ?? env[CONFINE_ENV.network] ?? "none");
   const hide = [...(options.sandbox?.hide ?? [])];
@@ -89,17 +90,44 @@ export async function openNodeSandbox(
     const file = path.resolve(eventLog.slice("sqlite:".length));
     hide.push(file, path.dirname(file));
   }
-  const sandbox = await createSandbox({
-    ...options.sandbox,
-    workspace,
-    confine: mode,
-    network,
-    ...(options.limitDefaults ? { defaults: options.limitDefaults } : {}),
-    ...(options.limitMaxima ? { maxima: options.limitMaxima } : {}),
-    hide: hide.filter((p) => !isWithin(workspace, p)),
-  });
-  if (sandbox.identity) await sandbox.adopt(workspace);
+  const create = (confine: ConfineMode) =>
+    createSandbox({
+      ...options.sandbox,
+      workspace,
+      confine,
+      network: confine === "off" ? "host" : network,
+      ...(options.limitDefaults ? { defaults: options.limitDefaults } : {}),
+      ...(options.limitMaxima ? { maxima: options.limitMaxima } : {}),
+      hide: hide.filter((p) => !isWithin(workspace, p)),
+    });
+  const sandbox = await create(mode);
+  if (sandbox.identity) {
+    const why = await reachable(workspace, sandbox.identity.uid);
+    if (why) {
+      await sandbox.dispose();
+      if (mode === "required") throw new ComputerError("EUNAVAILABLE", `cannot confine: ${why}`);
+      return { sandbox: await create("off"), mode, why };
+    }
+    await sandbox.adopt(workspace);
+  }
   return { sandbox, mode };
+}
+
+/**
+ * Commands (and bubblewrap) run as `uid`, which must be able to traverse
+ * every directory above the workspace: say so at startup, not per command.
+ */
+async function reachable(workspace: string, uid: number): Promise<string | undefined> {
+  let dir = path.dirname(await realpath(workspace));
+  for (;;) {
+    const st = await stat(dir);
+    if (st.uid !== uid && (st.mode & 0o001) === 0) {
+      return `the workspace lies under ${dir}, which commands (uid ${uid}) cannot enter (chmod o+x ${dir}, or choose a workspace elsewhere)`;
+    }
+    const up = path.dirname(dir);
+    if (up === dir) return undefined;
+    dir = up;
+  }
 }
 
 function isWithin(dir: string, p: string): boolean {
@@ -111,6 +139,8 @@ function isWithin(dir: string, p: string): boolean {
 export interface ConfinementInfo {
   mode: ConfineMode;
   confined: boolean;
+  /** When `auto` could not confine: why. */
+  why?: string;
   summary: string;
   /** What is enforced, piece by piece. */
   enforced: {
@@ -125,12 +155,18 @@ export interface ConfinementInfo {
   limits: { defaults: Limits; maxima: Limits };
 }
 
-export function confinementInfo(sandbox: Sandbox, mode: ConfineMode): ConfinementInfo {
+export function confinementInfo(
+  sandbox: Sandbox,
+  mode: ConfineMode,
+  why?: string,
+): ConfinementInfo {
   const host = sandbox.host;
-  const enforcing = mode !== "off";
+  const enforcing = mode !== "off" && why === undefined;
+  const reason = why ?? (mode === "auto" && !sandbox.confined ? whyNot(host) : undefined);
   return {
     mode,
     confined: sandbox.confined,
+    ...(reason ? { why: reason } : {}),
     summary: sandbox.summary,
     enforced: {
       filesystem: sandbox.confined,
@@ -152,9 +188,9 @@ export function confinementInfo(sandbox: Sandbox, mode: ConfineMode): Confinemen
  * The startup line; when `auto` could not confine, a loud warning instead,
  * saying why and what is unconfined.
  */
-export function confinementLine(sandbox: Sandbox, mode: ConfineMode): string {
+export function confinementLine(sandbox: Sandbox, mode: ConfineMode, why?: string): string {
   if (mode === "auto" && !sandbox.confined) {
-    return `agent-computer: WARNING: commands are NOT confined: ${whyNot(sandbox.host)}; they run with the server's user, see its files, processes and network (run \`agent-computer doctor\` for the fix, or --confine off to silence this)`;
+    return `agent-computer: WARNING: commands are NOT confined: ${why ?? whyNot(sandbox.host)}; they run with the server's user, see its files, processes and network (run \`agent-computer doctor\` for the fix, or --confine off to silence this)`;
   }
   return `agent-computer confinement: ${sandbox.summary}`;
 }

@@ -104,8 +104,8 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
   const logger = options.logger;
   const emit = typeof logger === "function" ? logger : undefined;
   const eventLogSpec = options.eventLog ?? env[ENV.eventLog] ?? DEFAULT_EVENT_LOG;
-  const { sandbox, mode } = await openNodeSandbox(workspace, options, eventLogSpec, env);
-  const confinement = confinementInfo(sandbox, mode);
+  const { sandbox, mode, why } = await openNodeSandbox(workspace, options, eventLogSpec, env);
+  const confinement = confinementInfo(sandbox, mode, why);
   const cluster = await openServeCluster({
     eventLog: eventLogSpec,
     env,
@@ -174,7 +174,7 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
     server,
     sandbox,
     confinement,
-    confinementLine: confinementLine(sandbox, mode),
+    confinementLine: confinementLine(sandbox, mode, why),
     close() {
       closing ??= server
         .close()

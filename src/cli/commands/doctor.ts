@@ -36,7 +36,7 @@ async function doctor(o: DoctorFlags): Promise<never> {
   const scratch = await mkdtemp(path.join(tmpdir(), "agent-computer-doctor-"));
   let serve: { ok: boolean; line: string; info?: unknown; error?: string };
   try {
-    const { sandbox, mode } = await openNodeSandbox(
+    const { sandbox, mode, why } = await openNodeSandbox(
       scratch,
       { ...options, sandbox: { ...options.sandbox, host } },
       "memory",
@@ -44,8 +44,8 @@ async function doctor(o: DoctorFlags): Promise<never> {
     );
     serve = {
       ok: true,
-      line: confinementLine(sandbox, mode),
-      info: confinementInfo(sandbox, mode),
+      line: confinementLine(sandbox, mode, why),
+      info: confinementInfo(sandbox, mode, why),
     };
     await sandbox.dispose();
   } catch (err) {

@@ -130,7 +130,7 @@ describe.skipIf(!canConfine)("escape attempts through `serve --confine required`
       ...options,
     });
     const r = (await h.result()) as ExecResult<string>;
-    if (process.env.SI_DEBUG) console.log(JSON.stringify(r));
+    if (process.env.AC_TEST_DEBUG) console.log(JSON.stringify(r));
     return { ...r, state: (await h.info()).state };
   };
   const stillServing = async () => {
@@ -325,7 +325,7 @@ describe.skipIf(!canConfine)("kill -9 of the server with confined commands runni
       await new Promise((res) => server.child.once("exit", res));
       await new Promise((res) => setTimeout(res, 1000));
       const left = hostProcesses(`sleep ${marker}`);
-      if (process.env.SI_DEBUG) {
+      if (process.env.AC_TEST_DEBUG) {
         for (const p of left) {
           try {
             console.log(
@@ -345,4 +345,33 @@ describe.skipIf(!canConfine)("kill -9 of the server with confined commands runni
       rmSync(base, { recursive: true, force: true });
     }
   }, 60_000);
+});
+
+describe("agent-computer doctor", () => {
+  const doctor = (args: string[]) => {
+    try {
+      const out = execFileSync(process.execPath, [cli, "doctor", ...args], { encoding: "utf8" });
+      return { code: 0, out };
+    } catch (err) {
+      const e = err as { status: number; stdout: string };
+      return { code: e.status, out: e.stdout };
+    }
+  };
+  it("says what the host can enforce and what serve would, with the flags given", () => {
+    ensureDistBuilt();
+    const r = doctor(["--network", "none"]);
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(/bubblewrap/);
+    expect(r.out).toMatch(/cgroups/);
+    expect(r.out).toMatch(/serve with these flags:/);
+    if (canConfine) expect(r.out).toMatch(/confinement: confined/);
+    else expect(r.out).toMatch(/NOT confined/);
+  }, 30_000);
+  it("exits non-zero when the flags cannot be met", () => {
+    const required = doctor(["--confine", "required"]);
+    expect(required.code).toBe(canConfine ? 0 : 1);
+    const impossible = doctor(["--limit-memory", "1000T"]);
+    expect(impossible.code).toBe(1);
+    expect(impossible.out).toMatch(/refuse to start/);
+  }, 30_000);
 });

@@ -368,6 +368,8 @@ describe.skipIf(!canConfine)("sandbox escape suite", () => {
       const parentScript = `
         const { spawn } = require("node:child_process");
         const p = JSON.parse(process.argv[1]);
+        // The recipe names the process expected to spawn it: this one, here.
+        p.args[p.args.indexOf("agent-computer-sandbox") + 1] = String(process.pid);
         const c = spawn(p.file, p.args, { cwd: p.cwd, env: p.env, detached: true, stdio: "ignore" });
         process.stdout.write(String(c.pid) + "\\n");
         setInterval(() => {}, 1000);`;

@@ -56,13 +56,16 @@ describe("limits", () => {
   });
   it("rlimits: file size, descriptors and core always; data and processes only without cgroups", () => {
     expect(rlimitArgs(DEFAULT_LIMITS, { memory: true, pids: true })).toEqual([
-      `--fsize=${DEFAULT_LIMITS.fileSizeBytes}:${DEFAULT_LIMITS.fileSizeBytes}`,
-      "--nofile=4096:4096",
-      "--core=0:0",
+      "-f",
+      String(DEFAULT_LIMITS.fileSizeBytes / 512),
+      "-n",
+      "4096",
+      "-c",
+      "0",
     ]);
-    const floor = rlimitArgs(DEFAULT_LIMITS, { memory: false, pids: false });
-    expect(floor).toContain(`--data=${DEFAULT_LIMITS.memoryBytes}:${DEFAULT_LIMITS.memoryBytes}`);
-    expect(floor).toContain("--nproc=512:512");
+    const floor = rlimitArgs(DEFAULT_LIMITS, { memory: false, pids: false }).join(" ");
+    expect(floor).toContain(`-d ${DEFAULT_LIMITS.memoryBytes / 1024}`);
+    expect(floor).toContain("-u 512");
   });
 });
 
@@ -125,7 +128,7 @@ describe("exit verdicts", () => {
 describe("profile", () => {
   const input: ProfileInput = {
     bwrap: "/usr/bin/bwrap",
-    prlimit: "/usr/bin/prlimit",
+    serverPid: 1,
     setpriv: null,
     system: ["--ro-bind", "/usr", "/usr"],
     workspace: "/w",

@@ -3,7 +3,10 @@
 //     memory log (default: evicted events spill to disk), the memory log with
 //     spilling off (memory only), and the SQLite log, against the same command
 //     read straight from a child_process pipe;
-//  2. latency from exec("true") to its exit event, against raw spawn to close;
+//  2. latency from exec("true") to its exit event, against raw spawn to close,
+//     unconfined and confined (every execution through the sandbox: bubblewrap,
+//     cgroups, rlimits; skipped with a note when the host cannot confine), and
+//     the confined throughput against the unconfined one;
 //  3. peak RSS of each throughput phase, and of the memory-log phase at 1/4 of
 //     the size, to show memory stays flat as output grows (it plateaus at the
 //     ring plus garbage V8 has not collected yet, then stays there).
@@ -20,7 +23,15 @@ import { fileURLToPath } from "node:url";
 import { flag, numberOption, stringOption } from "../support/args.js";
 import { median } from "../support/stats.js";
 
-type Kind = "raw" | "memory" | "nospill" | "sqlite" | "spawn" | "exec";
+type Kind =
+  | "raw"
+  | "memory"
+  | "nospill"
+  | "sqlite"
+  | "spawn"
+  | "exec"
+  | "confined"
+  | "exec-confined";
 
 /** What one phase process reports: bytes and time, or time per run. */
 interface PhaseResult {
@@ -35,17 +46,30 @@ interface PhaseResult {
 // processes never load it (their peak RSS is the baseline's alone).
 const loadRuntime = () => import("../../src/index.js");
 
+/** A Computer whose executions go through a sandbox that must confine (the phases "…confined"). */
+async function confinedComputer(ws: string) {
+  const { Computer } = await loadRuntime();
+  const { createSandbox } = await import("../../src/sandbox/index.js");
+  const sandbox = await createSandbox({ workspace: ws, confine: "required" });
+  await sandbox.adopt(ws);
+  return { computer: new Computer({ workspace: ws, sandbox }), sandbox };
+}
+
 async function phase(kind: string, bytes: number, n: number) {
   let cpu0 = process.cpuUsage();
   const cmd = `head -c ${bytes} /dev/zero`;
   let result: Partial<PhaseResult> = {};
-  /** 20 warm-up runs of `once`, then `n` timed ones (the CPU clock restarts with them). */
+  /** 20 warm-up runs of `once`, then `n` timed ones (the CPU clock restarts with them); the p50 run. */
   const timePerRun = async (once: () => Promise<unknown>) => {
     for (let i = 0; i < 20; i++) await once();
-    const t0 = process.hrtime.bigint();
     cpu0 = process.cpuUsage();
-    for (let i = 0; i < n; i++) await once();
-    return { perMs: Number(process.hrtime.bigint() - t0) / 1e6 / n };
+    const each: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const t0 = process.hrtime.bigint();
+      await once();
+      each.push(Number(process.hrtime.bigint() - t0) / 1e6);
+    }
+    return { perMs: median(each) };
   };
   if (kind === "raw") {
     const t0 = process.hrtime.bigint();
@@ -60,12 +84,13 @@ async function phase(kind: string, bytes: number, n: number) {
       child.on("close", resolve);
     });
     result = { bytes: got, ms: Number(process.hrtime.bigint() - t0) / 1e6 };
-  } else if (kind === "memory" || kind === "nospill" || kind === "sqlite") {
+  } else if (kind === "memory" || kind === "nospill" || kind === "sqlite" || kind === "confined") {
     const { Computer } = await loadRuntime();
     const ws = mkdtempSync(path.join(tmpdir(), "ac-bench-"));
     const eventLog = kind === "sqlite" ? { sqlite: path.join(ws, "bench.db") } : "memory";
     const spill = kind === "nospill" ? { spillMaxBytes: 0 } : {};
-    const computer = new Computer({ workspace: ws, eventLog, spill });
+    const boxed = kind === "confined" ? await confinedComputer(ws) : undefined;
+    const computer = boxed?.computer ?? new Computer({ workspace: ws, eventLog, spill });
     await computer.exec("true").then((r) => r.result()); // warm up the log
     const t0 = process.hrtime.bigint();
     cpu0 = process.cpuUsage();
@@ -79,6 +104,7 @@ async function phase(kind: string, bytes: number, n: number) {
     }
     result = { bytes: got, ms: Number(process.hrtime.bigint() - t0) / 1e6 };
     await computer.close();
+    await boxed?.sandbox.dispose();
     rmSync(ws, { recursive: true, force: true });
   } else if (kind === "spawn") {
     const once = () =>
@@ -88,10 +114,11 @@ async function phase(kind: string, bytes: number, n: number) {
         child.on("close", resolve);
       });
     result = await timePerRun(once);
-  } else if (kind === "exec") {
+  } else if (kind === "exec" || kind === "exec-confined") {
     const { Computer } = await loadRuntime();
     const ws = mkdtempSync(path.join(tmpdir(), "ac-bench-"));
-    const computer = new Computer({ workspace: ws });
+    const boxed = kind === "exec-confined" ? await confinedComputer(ws) : undefined;
+    const computer = boxed?.computer ?? new Computer({ workspace: ws });
     const once = async () => {
       const run = await computer.exec("true");
       const reader = run.events().getReader();
@@ -103,6 +130,7 @@ async function phase(kind: string, bytes: number, n: number) {
     };
     result = await timePerRun(once);
     await computer.close();
+    await boxed?.sandbox.dispose();
     rmSync(ws, { recursive: true, force: true });
   }
   const cpu = process.cpuUsage(cpu0);
@@ -144,6 +172,14 @@ async function main() {
   };
   const rowsOf = (k: string) => rows[k] ?? [];
   console.log(`exec bench: ${sizeMiB} MiB of /dev/zero, ${reps} rounds, node ${process.version}`);
+  const { probeHost } = await import("../../src/sandbox/index.js");
+  const host = await probeHost();
+  const canConfine = host.verdict.required.ok;
+  console.log(
+    canConfine
+      ? `sandbox: ${host.verdict.required.message}`
+      : `sandbox: SKIPPED, cannot confine here: ${host.verdict.required.message}`,
+  );
   for (let r = 0; r < reps; r++) {
     // Interleave the phases so drift on a shared machine hits them alike.
     for (const kind of ["raw", "memory", "nospill", "sqlite"] as const) {
@@ -152,6 +188,10 @@ async function main() {
     add("memory-small", await runPhase("memory", Math.floor(bytes / 4)));
     add("spawn", await runPhase("spawn", 0));
     add("exec", await runPhase("exec", 0));
+    if (canConfine) {
+      add("confined", await runPhase("confined", bytes));
+      add("exec-confined", await runPhase("exec-confined", 0, 100));
+    }
     process.stdout.write(".");
   }
   console.log("");
@@ -159,7 +199,7 @@ async function main() {
   const mbps = (k: string) => median(rowsOf(k).map((x) => x.bytes / 1e6 / (x.ms / 1000)));
   const rss = (k: string) => median(rowsOf(k).map((x) => x.maxRssMiB));
   const cpu = (k: string) => median(rowsOf(k).map((x) => (x.cpuMs / x.bytes) * 1e6 * 1.048576));
-  for (const k of ["raw", "memory", "nospill", "sqlite", "memory-small"]) {
+  for (const k of ["raw", "memory", "nospill", "sqlite", "memory-small", "confined"]) {
     for (const x of rowsOf(k)) {
       const want = k === "memory-small" ? Math.floor(bytes / 4) : bytes;
       if (x.bytes !== want) throw new Error(`${k}: got ${x.bytes} bytes, want ${want}`);
@@ -182,16 +222,28 @@ async function main() {
     row(`run.events(), SQLite log, ${sizeMiB} MiB`, "sqlite"),
     row(`run.events(), memory log, ${sizeMiB / 4} MiB`, "memory-small"),
   ];
+  if (canConfine) table.push(row(`run.events(), memory log, CONFINED, ${sizeMiB} MiB`, "confined"));
   console.log(
     "| path | throughput (median) | vs raw | Node CPU per MiB | peak RSS |\n| --- | --- | --- | --- | --- |",
   );
   for (const row of table) console.log(`| ${row.join(" | ")} |`);
   console.log("");
-  console.log("| start to exit of `true` | per run | vs raw |\n| --- | --- | --- |");
+  console.log("| start to exit of `true` | p50 | vs raw |\n| --- | --- | --- |");
   console.log(`| raw spawn -> close | ${spawnMs.toFixed(2)} ms | 1.00x |`);
   console.log(
-    `| exec("true") -> exit event | ${execMs.toFixed(2)} ms | ${(execMs / spawnMs).toFixed(2)}x |`,
+    `| exec("true") -> exit event, unconfined | ${execMs.toFixed(2)} ms | ${(execMs / spawnMs).toFixed(2)}x |`,
   );
+  if (canConfine) {
+    const boxedMs = median(rowsOf("exec-confined").map((x) => x.perMs));
+    console.log(
+      `| exec("true") -> exit event, confined | ${boxedMs.toFixed(2)} ms | ${(boxedMs / spawnMs).toFixed(2)}x |`,
+    );
+    console.log("");
+    console.log(
+      `confinement adds ${(boxedMs - execMs).toFixed(2)} ms per exec("true") (p50 of each phase's runs, median over rounds); ` +
+        `confined throughput ${(mbps("confined") / mbps("memory")).toFixed(2)}x the unconfined`,
+    );
+  }
 }
 
 const phaseKind = stringOption("phase");

@@ -15,6 +15,7 @@
 
 import { Command } from "commander";
 import { registerAttach } from "./commands/attach.js";
+import { registerDoctor } from "./commands/doctor.js";
 import { registerExec } from "./commands/exec.js";
 import { registerKill } from "./commands/kill.js";
 import { registerLogs } from "./commands/logs.js";
@@ -51,6 +52,7 @@ export function buildProgram(): Command {
   registerPs(program);
   registerKill(program);
   registerMcp(program);
+  registerDoctor(program);
   return program;
 }
 

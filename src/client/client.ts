@@ -182,6 +182,8 @@ export class ComputerClient implements ComputerApi {
     if (options.timeoutMs !== undefined) body.timeoutMs = options.timeoutMs;
     if (options.encoding !== undefined) body.encoding = options.encoding;
     if (options.pty !== undefined) body.pty = { cols: options.pty.cols, rows: options.pty.rows };
+    if (options.limits !== undefined) body.limits = options.limits;
+    if (options.network !== undefined) body.network = options.network;
     if (options.stdin !== undefined) {
       body.stdin =
         options.stdin === "pipe"

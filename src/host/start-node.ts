@@ -5,23 +5,36 @@
 // the composition root: `agent-computer serve` is flag parsing around it, and
 // an embedder gets exactly what the CLI runs, cluster mode included.
 //
+// Every execution goes through the node's sandbox (confine.ts: `auto` by
+// default, which confines when the host allows it).
+//
 // Order matters on the way down: close() stops the server first (running
 // commands end as `killed` while this node is still alive in the cluster, so
-// their exits are recorded as such), then leaves the cluster.
+// their exits are recorded as such), then leaves the cluster, then releases
+// the sandbox.
 
 import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { registerClusterRoutes } from "../cluster/routes.js";
 import { openServeCluster } from "../cluster/serve.js";
 import { Computer } from "../runtime/computer.js";
+import type { Sandbox } from "../sandbox/types.js";
 import {
   type ComputerServer,
   type ComputerServerOptions,
   createComputerServer,
 } from "../server/app.js";
 import type { ServerLimits } from "../server/deps.js";
+import { registerInfoRoute } from "../server/routes/meta.js";
 import type { SpillOptions } from "../store/spill.js";
 import { ComputerError } from "../wire/errors.js";
+import {
+  type ConfinementInfo,
+  type ConfineOptions,
+  confinementInfo,
+  confinementLine,
+  openNodeSandbox,
+} from "./confine.js";
 import {
   DEFAULT_EVENT_LOG,
   DEFAULT_HOST,
@@ -30,7 +43,7 @@ import {
   ENV,
 } from "./defaults.js";
 
-export interface NodeOptions {
+export interface NodeOptions extends ConfineOptions {
   /** Workspace folder (created when missing). Default `./workspace`. */
   workspace?: string;
   /** Interface to bind. Default 127.0.0.1 (loopback). */
@@ -76,6 +89,12 @@ export interface RunningNode {
   /** True when the node joined a cluster (redis:// event log). */
   readonly clustered: boolean;
   readonly server: ComputerServer;
+  /** The sandbox every execution is spawned through. */
+  readonly sandbox: Sandbox;
+  /** What is confined and enforced (the same object GET /v1/info shows). */
+  readonly confinement: ConfinementInfo;
+  /** The startup line about confinement (a loud warning when `auto` could not confine). */
+  readonly confinementLine: string;
   /** Graceful stop: server first, then the cluster. Idempotent. */
   close(): Promise<void>;
 }
@@ -87,14 +106,18 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
   mkdirSync(workspace, { recursive: true });
   const logger = options.logger;
   const emit = typeof logger === "function" ? logger : undefined;
+  const eventLogSpec = options.eventLog ?? env[ENV.eventLog] ?? DEFAULT_EVENT_LOG;
+  const { sandbox, mode, why } = await openNodeSandbox(workspace, options, eventLogSpec, env);
+  const confinement = confinementInfo(sandbox, mode, why);
   const cluster = await openServeCluster({
-    eventLog: options.eventLog ?? env[ENV.eventLog] ?? DEFAULT_EVENT_LOG,
+    eventLog: eventLogSpec,
     env,
     ...(options.nodeId !== undefined ? { nodeId: options.nodeId } : {}),
     ...(options.logMaxBytes !== undefined ? { logMaxBytes: options.logMaxBytes } : {}),
     ...(options.retentionMs !== undefined ? { retentionMs: options.retentionMs } : {}),
     ...(emit ? { logger: (event, fields) => emit({ msg: event, ...fields }) } : {}),
-  }).catch((err: unknown) => {
+  }).catch(async (err: unknown) => {
+    await sandbox.dispose().catch(() => {});
     throw new ComputerError(
       "EUNAVAILABLE",
       `cannot join the cluster: ${(err as Error)?.message ?? String(err)}`,
@@ -110,6 +133,7 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
     ...(options.corsOrigins ? { corsOrigins: options.corsOrigins } : {}),
     ...(logger !== undefined ? { logger } : {}),
     ...(options.limits ? { limits: options.limits } : {}),
+    ...(sandbox.identity ? { adopt: (abs: string) => sandbox.adopt(abs) } : {}),
     computer: (observer) => {
       const computer = new Computer({
         workspace,
@@ -117,6 +141,7 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
         nodeId: cluster.nodeId,
         remote: cluster.remote,
         observer,
+        sandbox,
         ...(options.maxConcurrent !== undefined ? { maxConcurrent: options.maxConcurrent } : {}),
         ...(options.logMaxBytes !== undefined ? { logMaxBytes: options.logMaxBytes } : {}),
         ...(options.retentionMs !== undefined ? { retentionMs: options.retentionMs } : {}),
@@ -128,11 +153,17 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
     },
   });
   if (cluster.cluster) registerClusterRoutes(server.router, cluster.cluster);
+  registerInfoRoute(server.router, () => ({
+    nodeId: cluster.nodeId,
+    clustered: cluster.cluster !== undefined,
+    confinement,
+  }));
   try {
     await server.listen();
   } catch (err) {
     await server.close().catch(() => {});
     await cluster.close().catch(() => {});
+    await sandbox.dispose().catch(() => {});
     throw err;
   }
   cluster.advertise({ url: server.url });
@@ -145,8 +176,14 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
     nodeId: cluster.nodeId,
     clustered: cluster.cluster !== undefined,
     server,
+    sandbox,
+    confinement,
+    confinementLine: confinementLine(sandbox, mode, why),
     close() {
-      closing ??= server.close().then(() => cluster.close());
+      closing ??= server
+        .close()
+        .then(() => cluster.close())
+        .finally(() => sandbox.dispose());
       return closing;
     },
   };

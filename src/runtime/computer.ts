@@ -20,6 +20,7 @@ import type { SpillOptions } from "../store/spill.js";
 import type { EventLog, ExecRecord } from "../store/types.js";
 import { ComputerError, hasCode } from "../wire/errors.js";
 import type { ExecEvent } from "../wire/types.js";
+import { prepareExec, type Sandbox } from "./confine.js";
 import { checkEnv, checkId, checkSignal, defaultBaseEnv, parseSpec } from "./exec-spec.js";
 import { HeartbeatTicker } from "./heartbeat.js";
 import { relativeToWorkspace, resolveInWorkspace } from "./paths.js";
@@ -97,6 +98,12 @@ export interface ComputerOptions {
   env?: Record<string, string>;
   observer?: ComputerObserver;
   remote?: RemoteControl;
+  /**
+   * The sandbox every execution is spawned through (src/sandbox; startNode
+   * creates one from its confine/network/limits options). Without one the
+   * argv is spawned as given and only `network: "host"` is accepted.
+   */
+  sandbox?: Sandbox;
 }
 
 export class Computer implements ComputerApi {
@@ -111,6 +118,7 @@ export class Computer implements ComputerApi {
   private readonly baseEnv: Record<string, string>;
   private readonly observer: ComputerObserver | undefined;
   private readonly remote: RemoteControl | undefined;
+  private readonly sandbox: Sandbox | undefined;
   private readonly eventLogP: Promise<EventLog>;
   /** Executions whose process runs here, until their exit is logged. */
   private readonly local = new Map<string, LocalExec>();
@@ -143,6 +151,7 @@ export class Computer implements ComputerApi {
     this.baseEnv = options.env ? { ...options.env } : defaultBaseEnv();
     this.observer = options.observer;
     this.remote = options.remote;
+    this.sandbox = options.sandbox;
     this.eventLogP = openEventLog(options.eventLog ?? "memory", {
       logMaxBytes: options.logMaxBytes ?? DEFAULT_LOG_MAX_BYTES,
       retentionMs: options.retentionMs ?? DEFAULT_RETENTION_MS,
@@ -233,19 +242,8 @@ export class Computer implements ComputerApi {
       // The root's real path, resolved once (it is not expected to move).
       this.realRoot ??= await resolveInWorkspace(this.workspace, "");
       const eventLog = await this.eventLogP;
-      const rec: ExecRecord = {
-        id,
-        command,
-        cwd: relativeToWorkspace(this.realRoot, cwdAbs),
-        encoding,
-        node: this.nodeId,
-        state: "running",
-        startedAt: Date.now(),
-        lastSeq: 0,
-        earliestSeq: 1,
-      };
-      if (pty) rec.pty = initialPtyState(pty);
-      const key = execKey(id, rec.startedAt);
+      const startedAt = Date.now();
+      const key = execKey(id, startedAt);
       const env = {
         ...this.baseEnv,
         PWD: cwdAbs,
@@ -255,25 +253,47 @@ export class Computer implements ComputerApi {
       };
       // What the kernel would refuse (E2BIG) is refused before the record exists.
       checkSpawnSize(file, args, env);
-      await eventLog.create({
+      const prepared = await prepareExec(this.sandbox, {
+        argv: [file, ...args],
+        cwd: cwdAbs,
+        env,
+        ...(options.limits !== undefined ? { limits: options.limits } : {}),
+        ...(options.network !== undefined ? { network: options.network } : {}),
+      });
+      const rec: ExecRecord = {
         id,
         command,
-        cwd: rec.cwd,
+        cwd: relativeToWorkspace(this.realRoot, cwdAbs),
         encoding,
         node: this.nodeId,
-        startedAt: rec.startedAt,
-        ...(rec.pty ? { pty: structuredClone(rec.pty) } : {}),
-      });
+        state: "running",
+        startedAt,
+        lastSeq: 0,
+        earliestSeq: 1,
+      };
+      if (pty) rec.pty = initialPtyState(pty);
+      await eventLog
+        .create({
+          id,
+          command,
+          cwd: rec.cwd,
+          encoding,
+          node: this.nodeId,
+          startedAt: rec.startedAt,
+          ...(rec.pty ? { pty: structuredClone(rec.pty) } : {}),
+        })
+        .catch(async (err: unknown) => {
+          await prepared.dispose();
+          throw err;
+        });
       let exe: LocalExec;
       try {
         exe = new LocalExec({
           id,
           record: rec,
           file,
-          args,
+          prepared,
           execKey: key,
-          cwd: cwdAbs,
-          env,
           stdin: pty ? "pipe" : stdin,
           pty,
           timeoutMs,
@@ -287,6 +307,7 @@ export class Computer implements ComputerApi {
       } catch (err) {
         // spawn() itself threw: nothing runs, so nothing of it is left behind.
         await eventLog.dispose(id).catch(() => {});
+        await prepared.dispose().catch(() => {});
         throw spawnError(err);
       }
       this.local.set(id, exe);

@@ -17,6 +17,10 @@
 // - The pipes flow only while neither a lagging reader (Backpressure) nor a
 //   lagging log (Sequencer) holds them; the two pause and resume independently.
 //
+// - The spawn recipe comes from the sandbox (confine.ts): what is spawned may
+//   be a wrapper around the command, and how it ended (a limit) is asked of
+//   the sandbox once the group is done, before the exit is logged.
+//
 // The state lives in private fields; the Computer and the subscriptions use
 // the few methods below.
 
@@ -27,6 +31,7 @@ import type { EventLog, ExecRecord } from "../store/types.js";
 import { ComputerError } from "../wire/errors.js";
 import type { ExitReason } from "../wire/types.js";
 import { Backpressure, type Reader } from "./backpressure.js";
+import { exitOf, type Prepared } from "./confine.js";
 import { PtyChild, type PtySize, recordResize, signalSession } from "./pty.js";
 import { disown, killExecution, killGroup, own, processStart } from "./reaper.js";
 import { Sequencer } from "./sequencer.js";
@@ -41,12 +46,12 @@ export interface LocalExecOptions {
   id: string;
   /** The record as created in the log; its `pid` is filled in once spawned. */
   record: ExecRecord;
+  /** The command's program, for the message when it cannot be started. */
   file: string;
-  args: string[];
-  /** The execution's marker (reaper.ts), set in `env` under EXEC_KEY_ENV. */
+  /** What to spawn (the sandbox's recipe) and how to read and release it after the exit. */
+  prepared: Prepared;
+  /** The execution's marker (reaper.ts), set in the recipe's env under EXEC_KEY_ENV. */
   execKey: string;
-  cwd: string;
-  env: Record<string, string>;
   stdin: ExecOptions["stdin"];
   /** Run on a pseudo-terminal of this size (pty.ts); stdin is then "pipe". */
   pty?: PtySize;
@@ -89,6 +94,10 @@ export class LocalExec {
   private drainWhenResumed = false;
   private lastOutput: number;
   private isFinished = false;
+  private readonly prepared: Prepared;
+  /** The runtime-enforced limit that ended the execution (output), if any. */
+  private runtimeLimit: "output" | null = null;
+  private outputBytes = 0;
 
   /** Spawns the child; call start() next (after registering the execution). */
   constructor(o: LocalExecOptions) {
@@ -98,7 +107,9 @@ export class LocalExec {
     this.execKey = o.execKey;
     this.stdinMode = o.stdin === "pipe" ? "pipe" : "closed";
     this.input = o.stdin === "pipe" ? undefined : o.stdin;
-    this.timeoutMs = o.timeoutMs;
+    this.prepared = o.prepared;
+    const wall = o.prepared.limits.wallTimeMs;
+    this.timeoutMs = wall > 0 ? Math.min(wall, o.timeoutMs ?? wall) : o.timeoutMs;
     this.killGraceMs = o.killGraceMs;
     this.drainMs = o.drainMs;
     this.onFinished = o.onFinished;
@@ -119,11 +130,12 @@ export class LocalExec {
       // running unobserved. Its pipes then run to EOF so the exit is noticed.
       appendFailed: () => signalAll(this.child.pid, "SIGKILL"),
     });
+    const p = o.prepared;
     this.child = o.pty
-      ? (new PtyChild(o.file, o.args, { cwd: o.cwd, env: o.env, size: o.pty }) as never)
-      : spawn(o.file, o.args, {
-          cwd: o.cwd,
-          env: o.env,
+      ? (new PtyChild(p.file, p.args, { cwd: p.cwd, env: p.env, size: o.pty }) as never)
+      : spawn(p.file, p.args, {
+          cwd: p.cwd,
+          env: p.env,
           detached: true,
           stdio: [o.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
           windowsHide: true,
@@ -257,6 +269,14 @@ export class LocalExec {
 
   private onOutput(name: "stdout" | "stderr", chunk: Buffer): void {
     this.lastOutput = Date.now();
+    const max = this.prepared.limits.outputBytes;
+    if (max > 0) {
+      this.outputBytes += chunk.byteLength;
+      if (this.outputBytes > max && this.runtimeLimit === null) {
+        this.runtimeLimit = "output";
+        this.signal("SIGKILL", "limit");
+      }
+    }
     if (this.decoders) {
       const text = this.decoders[name].write(chunk);
       if (text === "") return; // only part of a character so far
@@ -314,10 +334,15 @@ export class LocalExec {
   }
 
   private async finish(): Promise<void> {
-    const { code, signal } = this.leaderExit!;
     // Nothing of the group, nor anything that left it, outlives its exit event.
     await killExecution(this.child.pid, this.execKey);
     disown(this.child.pid);
+    const status = this.leaderExit!;
+    const verdict = await this.prepared
+      .afterExit(status)
+      .catch(() => ({ code: status.code, signal: status.signal, hit: [] }));
+    const exit = exitOf(verdict, this.reason, this.runtimeLimit, this.prepared.limits);
+    const { code, signal } = exit;
     for (const t of [this.killTimer, this.timeoutTimer, this.drainTimer]) if (t) clearTimeout(t);
     this.backpressure.stop();
     if (this.decoders) {
@@ -326,12 +351,19 @@ export class LocalExec {
         if (rest) this.sequencer.output(name, rest);
       }
     }
+    if (exit.notice) {
+      this.sequencer.output(
+        "stderr",
+        this.decoders ? exit.notice : new TextEncoder().encode(exit.notice),
+      );
+    }
     this.sequencer.exit(
       code ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0),
-      this.reason ?? "exited",
+      exit.reason,
       signal,
     );
     await this.sequencer.drained();
+    await this.prepared.dispose().catch(() => {});
     await this.onFinished(this);
     this.resolveDone();
   }

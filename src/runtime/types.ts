@@ -3,6 +3,7 @@
 // against them (and one contract suite) runs over either. Web-standard types
 // only: ReadableStream, Uint8Array, AbortSignal; errors are ComputerError.
 
+import type { Limits, NetworkPolicy } from "../sandbox/types.js";
 import type { ExecRecord, ExecState } from "../store/types.js";
 import type { Chunk, ExecEvent } from "../wire/types.js";
 
@@ -24,6 +25,14 @@ export interface ExecOptions {
   timeoutMs?: number;
   /** "b64" (default): events carry Uint8Array. "utf8": strings, never splitting a character. */
   encoding?: "b64" | "utf8";
+  /**
+   * Resource limits of this execution (memoryBytes, pids, cpus, fileSizeBytes,
+   * tmpBytes, openFiles, cpuSeconds, wallTimeMs, outputBytes); absent fields
+   * take the server's defaults, a value over its maximum is `EINVAL`.
+   */
+  limits?: Partial<Limits>;
+  /** Narrows the server's network for this execution ("none", or a subset of its allow-list); never widens it. */
+  network?: NetworkPolicy;
   /**
    * Run on a pseudo-terminal of this size (TERM=xterm-256color): its output
    * arrives as `stdout`, its input is write(), resize() changes its size.

@@ -68,7 +68,6 @@ function readSysctl(file: string): string | undefined {
 export async function probeHost(options: ProbeOptions = {}): Promise<HostReport> {
   const root = process.getuid?.() === 0;
   const setprivPath = which("setpriv");
-  const prlimitPath = which("prlimit");
   const bwrapPath = which("bwrap");
   const setpriv: HostReport["setpriv"] = setprivPath
     ? { ok: true, detail: setprivPath, path: setprivPath }
@@ -77,13 +76,13 @@ export async function probeHost(options: ProbeOptions = {}): Promise<HostReport>
         detail: "setpriv not found",
         fix: "install util-linux (it provides setpriv), needed to drop to an unprivileged uid when the server runs as root",
       };
-  const rlimits: HostReport["rlimits"] = prlimitPath
-    ? {
-        ok: true,
-        detail: `${prlimitPath} (file size, open files, core; data and processes without cgroups)`,
-        tool: prlimitPath,
-      }
-    : { ok: false, detail: "prlimit not found", fix: "install util-linux (it provides prlimit)" };
+  // Set by the wrapper shell's own `ulimit`: nothing to install, no extra exec.
+  const rlimits: HostReport["rlimits"] = {
+    ok: true,
+    detail:
+      "ulimit in the wrapper shell (file size, open files, core; data and processes without cgroups)",
+    tool: "/bin/sh",
+  };
 
   // As root, bubblewrap is tried as the identity commands will run as.
   const uid = options.uid ?? PROBE_UID;

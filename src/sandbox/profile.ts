@@ -4,15 +4,20 @@
 // can be read and tested without running anything.
 //
 // The chain, each step exec'ing the next (no extra process stays around):
+//   setpriv   sets the parent-death signal (SIGKILL when the server dies) at
+//             the very first exec
 //   sh (wrapper, as the server's user)
-//     joins the execution's cgroups, then ignores the terminating signals
-//     (so that a signal sent to the process group the runtime spawned reaches
-//     the command, not bubblewrap: bubblewrap dying would take the command
-//     with it at once, leaving it no chance to handle SIGTERM)
-//   prlimit   sets the rlimits (the floor when cgroups are missing)
-//   setpriv   sets the parent-death signal (SIGKILL when the server dies),
-//             no-new-privileges, and when the server is root drops to the
-//             sandbox's uid/gid with no groups and no capabilities
+//     exits at once if the server died before that (its parent is no longer
+//     the server: the one race a parent-death signal cannot cover), sets the
+//     rlimits with the shell's own `ulimit` (no extra exec; the floor when
+//     cgroups are missing), joins the execution's cgroups, then ignores the
+//     terminating signals (so that a signal sent to the process group the
+//     runtime spawned reaches the command, not bubblewrap: bubblewrap dying
+//     would take the command with it at once, leaving it no chance to handle
+//     SIGTERM)
+//   setpriv   (only when the server is root) drops to the sandbox's uid/gid
+//             with no groups and no capabilities, no-new-privileges, and sets
+//             the parent-death signal again (a uid change clears it)
 //   bwrap     new user, mount, PID, IPC, UTS, network (unless host) and cgroup
 //             namespaces; --die-with-parent; its init (PID 1 inside) exits
 //             when the command does, and the namespace's death kills the rest
@@ -38,11 +43,20 @@ export const SANDBOX_PROXY_PORT = 3128;
 const IGNORED_SIGNALS = "HUP INT QUIT USR1 USR2 PIPE ALRM TERM VTALRM PROF IO PWR";
 
 /**
- * The wrapper: `sh -c WRAPPER agent-computer-sandbox <procs files…> -- <argv…>`.
- * A cgroup it cannot join is an error (exit 125): running unlimited silently
- * would defeat the point.
+ * The wrapper: `sh -c WRAPPER agent-computer-sandbox <server pid> <ulimit
+ * option value…> -- <procs files…> -- <argv…>`. A limit it cannot set or a
+ * cgroup it cannot join is an error (exit 125): running unlimited silently
+ * would defeat the point. An orphan (the server died before the parent-death
+ * signal was set) exits 137 at once.
  */
-export const WRAPPER_SCRIPT = `while [ "$#" -gt 0 ] && [ "$1" != -- ]; do
+export const WRAPPER_SCRIPT = `[ "$PPID" = "$1" ] || exit 137
+shift
+while [ "$#" -gt 0 ] && [ "$1" != -- ]; do
+  ulimit "$1" "$2" || { echo "agent-computer sandbox: cannot set ulimit $1 $2" >&2; exit 125; }
+  shift 2
+done
+shift
+while [ "$#" -gt 0 ] && [ "$1" != -- ]; do
   echo $$ > "$1" || { echo "agent-computer sandbox: cannot join cgroup $1" >&2; exit 125; }
   shift
 done
@@ -84,7 +98,8 @@ server.listen(Number(port), "127.0.0.1", () => {
 
 export interface ProfileInput {
   bwrap: string;
-  prlimit: string | null;
+  /** The server's pid: the wrapper's parent, checked by the wrapper. */
+  serverPid: number;
   /**
    * setpriv: sets the parent-death signal from the first exec on (bubblewrap
    * sets its own only once it has cloned), and when the server is root drops
@@ -112,20 +127,27 @@ export interface ProfileInput {
   argv: string[];
 }
 
-/** The rlimits: always the file size, descriptors and core dumps; memory and processes when no cgroup does it. */
+/**
+ * The rlimits as the wrapper's `ulimit` option/value pairs (soft and hard
+ * alike; file size in 512-byte blocks, data in KiB, as POSIX shells count):
+ * always the file size, descriptors and core dumps; memory and processes when
+ * no cgroup does it.
+ */
 export function rlimitArgs(
   limits: Limits,
   cgroupHas: { memory: boolean; pids: boolean },
 ): string[] {
-  const pair = (n: number) => `${n}:${n}`;
   const out = [
-    `--fsize=${pair(limits.fileSizeBytes)}`,
-    `--nofile=${pair(limits.openFiles)}`,
-    "--core=0:0",
+    "-f",
+    String(Math.ceil(limits.fileSizeBytes / 512)),
+    "-n",
+    String(limits.openFiles),
+    "-c",
+    "0",
   ];
-  if (!cgroupHas.memory) out.push(`--data=${pair(limits.memoryBytes)}`);
-  if (!cgroupHas.pids) out.push(`--nproc=${pair(limits.pids)}`);
-  if (limits.cpuSeconds > 0) out.push(`--cpu=${pair(limits.cpuSeconds)}`);
+  if (!cgroupHas.memory) out.push("-d", String(Math.ceil(limits.memoryBytes / 1024)));
+  if (!cgroupHas.pids) out.push("-u", String(limits.pids));
+  if (limits.cpuSeconds > 0) out.push("-t", String(limits.cpuSeconds));
   return out;
 }
 
@@ -162,23 +184,28 @@ export function bwrapArgs(input: ProfileInput): string[] {
   return a;
 }
 
-/** The whole argv after `sh` for child_process.spawn("/bin/sh", args). */
-export function spawnArgs(input: ProfileInput): string[] {
+/** What to spawn: `child_process.spawn(file, args)`. */
+export interface SpawnRecipe {
+  file: string;
+  args: string[];
+}
+
+/** The whole chain of a confined execution. */
+export function spawnArgs(input: ProfileInput): SpawnRecipe {
   const chain: string[] = [];
-  if (input.prlimit) chain.push(input.prlimit, ...rlimitArgs(input.limits, input.cgroupHas), "--");
-  if (input.setpriv) {
-    chain.push(input.setpriv.path, "--pdeathsig=SIGKILL");
-    const drop = input.setpriv.drop;
-    if (drop) {
-      chain.push(
-        `--reuid=${drop.uid}`,
-        `--regid=${drop.gid}`,
-        "--clear-groups",
-        "--inh-caps=-all",
-        "--bounding-set=-all",
-      );
-    }
-    chain.push("--no-new-privs", "--");
+  const drop = input.setpriv?.drop;
+  if (input.setpriv && drop) {
+    chain.push(
+      input.setpriv.path,
+      "--pdeathsig=SIGKILL",
+      `--reuid=${drop.uid}`,
+      `--regid=${drop.gid}`,
+      "--clear-groups",
+      "--inh-caps=-all",
+      "--bounding-set=-all",
+      "--no-new-privs",
+      "--",
+    );
   }
   chain.push(input.bwrap, ...bwrapArgs(input), "--");
   if (input.proxy) {
@@ -194,7 +221,8 @@ export function spawnArgs(input: ProfileInput): string[] {
     );
   }
   chain.push(...defaultSignals(input.argv));
-  return wrapper(input.procsFiles, chain);
+  const rlimits = rlimitArgs(input.limits, input.cgroupHas);
+  return wrapper(input.setpriv?.path ?? null, input.serverPid, rlimits, input.procsFiles, chain);
 }
 
 /**
@@ -202,18 +230,38 @@ export function spawnArgs(input: ProfileInput): string[] {
  * same wrapper and rlimits, then the command.
  */
 export function limitsOnlyArgs(
+  setpriv: string | null,
+  serverPid: number,
   procsFiles: string[],
-  prlimit: string | null,
   limits: Limits,
   cgroupHas: { memory: boolean; pids: boolean },
   argv: string[],
-): string[] {
-  const chain = prlimit ? [prlimit, ...rlimitArgs(limits, cgroupHas), "--"] : [];
-  return wrapper(procsFiles, [...chain, ...defaultSignals(argv)]);
+): SpawnRecipe {
+  const rlimits = rlimitArgs(limits, cgroupHas);
+  return wrapper(setpriv, serverPid, rlimits, procsFiles, defaultSignals(argv));
 }
 
-function wrapper(procsFiles: string[], chain: string[]): string[] {
-  return ["-c", WRAPPER_SCRIPT, "agent-computer-sandbox", ...procsFiles, "--", ...chain];
+function wrapper(
+  setpriv: string | null,
+  serverPid: number,
+  rlimits: string[],
+  procsFiles: string[],
+  chain: string[],
+): SpawnRecipe {
+  const sh = [
+    "/bin/sh",
+    "-c",
+    WRAPPER_SCRIPT,
+    "agent-computer-sandbox",
+    String(serverPid),
+    ...rlimits,
+    "--",
+    ...procsFiles,
+    "--",
+    ...chain,
+  ];
+  if (!setpriv) return { file: sh[0]!, args: sh.slice(1) };
+  return { file: setpriv, args: ["--pdeathsig=SIGKILL", "--", ...sh] };
 }
 
 function defaultSignals(argv: string[]): string[] {

@@ -40,7 +40,13 @@ import { type EgressProxy, startEgressProxy } from "./egress-proxy.js";
 import { builtInMaxima, DEFAULT_LIMITS, mergeLimits, resolveLimits } from "./limits.js";
 import { checkPolicy, describe, narrowPolicy } from "./network.js";
 import { probeHost } from "./probe.js";
-import { limitsOnlyArgs, type ProfileInput, proxyEnv, spawnArgs } from "./profile.js";
+import {
+  limitsOnlyArgs,
+  type ProfileInput,
+  proxyEnv,
+  type SpawnRecipe,
+  spawnArgs,
+} from "./profile.js";
 import type {
   ExitVerdict,
   HostReport,
@@ -200,12 +206,11 @@ class HostSandbox implements Sandbox {
         Object.assign(env, proxyEnv());
       }
       const cgroupHas = { memory: !!cgroup?.dirs.memory, pids: !!cgroup?.dirs.pids };
-      const prlimit = host.rlimits.tool ?? null;
-      let args: string[];
+      let recipe: SpawnRecipe;
       if (this.confined) {
         const input: ProfileInput = {
           bwrap: host.bwrap.path!,
-          prlimit,
+          serverPid: process.pid,
           setpriv: host.setpriv.path ? { path: host.setpriv.path, drop: this.identity } : null,
           system: this.s.system,
           workspace: this.s.workspace,
@@ -221,17 +226,22 @@ class HostSandbox implements Sandbox {
           procsFiles: cgroup?.procsFiles ?? [],
           argv: spec.argv,
         };
-        args = spawnArgs(input);
-      } else if (cgroup || prlimit) {
-        args = limitsOnlyArgs(cgroup?.procsFiles ?? [], prlimit, limits, cgroupHas, spec.argv);
+        recipe = spawnArgs(input);
       } else {
-        return this.track(unconfined(spec, limits, network));
+        recipe = limitsOnlyArgs(
+          host.setpriv.path ?? null,
+          process.pid,
+          cgroup?.procsFiles ?? [],
+          limits,
+          cgroupHas,
+          spec.argv,
+        );
       }
       const confined = this.confined;
       let disposed: Promise<void> | undefined;
       const prepared: Prepared = {
-        file: "/bin/sh",
-        args,
+        file: recipe.file,
+        args: recipe.args,
         env,
         cwd: spec.cwd,
         detached: true,

@@ -86,7 +86,12 @@ export interface ExitVerdict {
   hit: LimitName[];
 }
 
-/** One execution's spawn recipe and its cleanup. */
+/**
+ * One execution's spawn recipe and its cleanup. The recipe must be spawned by
+ * the process that prepared it: the wrapper checks that its parent is that
+ * process (an orphan would escape the parent-death signal) and exits 137
+ * otherwise.
+ */
 export interface Prepared {
   /** For `child_process.spawn(file, args, {cwd, env, detached})`. */
   file: string;

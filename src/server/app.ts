@@ -66,6 +66,8 @@ export interface ComputerServerOptions {
   socketHighWaterMark?: number;
   /** How long close() lets open streams finish after the computer closed (default 2000 ms). */
   shutdownGraceMs?: number;
+  /** Called on files and directories the files API creates (the sandbox's adopt). */
+  adopt?: (abs: string) => Promise<void>;
 }
 
 export interface ComputerServer {
@@ -136,6 +138,7 @@ export function createComputerServer(options: ComputerServerOptions): ComputerSe
     heartbeats: options.heartbeats ?? true,
     subscriptions: { count: 0 },
     isClosing: () => closing,
+    ...(options.adopt ? { adopt: options.adopt } : {}),
   };
 
   registerMetaRoutes(router, deps);

@@ -71,6 +71,7 @@ function page(message: string | null): string {
   <div class="brand"><span class="logo">▮</span> agent-computer</div>
   <div class="conn" id="conn" data-state="connecting"><span class="dot"></span><span id="conn-text">connecting…</span></div>
 </header>
+<div id="confinement" class="confinement" hidden></div>
 <div id="notice" class="notice" ${message ? "" : "hidden"}>${message ?? ""}</div>
 <main id="app" aria-live="polite"></main>
 </body>

@@ -44,6 +44,11 @@ export interface ServerDeps {
   heartbeats: boolean;
   /** Subscriptions currently open (for the maxSubscribers limit). */
   subscriptions: { count: number };
+  /**
+   * Gives a path the files API created to the uid confined commands run as
+   * (the sandbox's adopt), so that commands can write what was uploaded.
+   */
+  adopt?: (abs: string) => Promise<void>;
   /** True once shutdown began: new work is refused with 503 EUNAVAILABLE. */
   isClosing(): boolean;
 }

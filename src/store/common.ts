@@ -51,7 +51,9 @@ export function normalizeState(state: string): ExecState | undefined {
     state === "exited" ||
     state === "killed" ||
     state === "timeout" ||
-    state === "lost"
+    state === "lost" ||
+    state === "oom" ||
+    state === "limit"
     ? state
     : undefined;
 }

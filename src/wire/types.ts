@@ -2,8 +2,13 @@
 // Events are generic over their payload type so one set of types serves raw
 // byte streams (Uint8Array, the default) and text streams (string) alike.
 
-/** Why an execution ended, carried on the `exit` event as `reason`. */
-export type ExitReason = "exited" | "killed" | "timeout" | "lost";
+/**
+ * Why an execution ended, carried on the `exit` event as `reason`: `oom` when
+ * its memory limit ended it, `limit` when another resource limit did (the
+ * runtime writes which one on stderr just before the exit). Readers that do
+ * not know a reason treat it as `exited`.
+ */
+export type ExitReason = "exited" | "killed" | "timeout" | "lost" | "oom" | "limit";
 
 /** Payload of stdout/stderr: raw bytes (`enc:"b64"`) or text (`enc:"utf8"`). */
 export type Chunk = Uint8Array | string;

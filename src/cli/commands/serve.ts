@@ -1,4 +1,5 @@
-// `agent-computer serve`: flags → startNode(), one URL line with the token,
+// `agent-computer serve`: flags → startNode(), one line saying what is
+// confined (a loud warning when it is not), one URL line with the token,
 // JSON log lines, and a graceful stop on SIGINT/SIGTERM (a second signal
 // forces the exit). The server code is imported lazily so that client
 // commands start fast (no SQLite, no ws, no prom-client).
@@ -13,9 +14,10 @@ import {
 } from "../../host/defaults.js";
 import { act, CliError, collectList, describeError, EXIT_ERROR, intOption } from "../options.js";
 import { flushAndExit } from "../output.js";
+import { addConfineFlags, type ConfineFlags, confineOptions } from "./confine-flags.js";
 
 export function registerServe(program: Command): void {
-  program
+  const cmd = program
     .command("serve")
     .description("run the server (HTTP + SSE + WebSocket API, dashboard)")
     .option("--host <host>", "interface to bind (loopback by default)", DEFAULT_HOST)
@@ -76,11 +78,11 @@ export function registerServe(program: Command): void {
       collectList,
       [],
     )
-    .option("--quiet", "no per-request log lines")
-    .action(act(serve));
+    .option("--quiet", "no per-request log lines");
+  addConfineFlags(cmd).action(act(serve));
 }
 
-interface ServeFlags {
+interface ServeFlags extends ConfineFlags {
   host: string;
   port: number;
   workspace: string;
@@ -102,6 +104,7 @@ interface ServeFlags {
 }
 
 async function serve(o: ServeFlags): Promise<never> {
+  const confine = confineOptions(o);
   const { startNode } = await import("../../host/start-node.js");
   const logger = (entry: Record<string, unknown>) => {
     if (o.quiet && entry.msg === "request") return;
@@ -130,14 +133,18 @@ async function serve(o: ServeFlags): Promise<never> {
       ...(o.spillDir !== undefined ? { spillDir: o.spillDir } : {}),
     },
     heartbeatMs: o.heartbeatMs,
+    ...confine,
   }).catch((err: unknown) => {
     const code = (err as { code?: string }).code;
     if (code === "EADDRINUSE") {
       throw new CliError(`port ${o.port} is in use (try --port 0 or another port)`);
     }
-    if (code === "EUNAVAILABLE") throw new CliError((err as Error).message);
+    if (code === "EUNAVAILABLE" || code === "EINVAL") throw new CliError((err as Error).message);
     throw new CliError(`cannot listen on ${o.host}:${o.port}: ${(err as Error).message}`);
   });
+  if (node.confinement.mode === "auto" && !node.confinement.confined) {
+    process.stderr.write(`${node.confinementLine}\n`);
+  } else process.stdout.write(`${node.confinementLine}\n`);
   process.stdout.write(`agent-computer listening: ${node.loginUrl}\n`);
   let stopping = false;
   const stop = (signal: string) => {

@@ -606,3 +606,34 @@ connection = connectAAtUI("/v1/ui/dashboard", runtime, {
     }
   },
 });
+
+/**
+ * One line under the header from GET /v1/info: what confines the commands
+ * (or a warning that nothing does), the network and the default limits.
+ * Absent on servers that do not offer the route (an embedded server).
+ */
+async function showConfinement(): Promise<void> {
+  const el = document.getElementById("confinement");
+  const res = await fetch("/v1/info").catch(() => undefined);
+  if (!el || !res?.ok) return;
+  const info = (await res.json()) as {
+    confinement?: {
+      confined: boolean;
+      mode: string;
+      summary: string;
+      why?: string;
+      network: unknown;
+      limits: { defaults: { memoryBytes: number; pids: number } };
+    };
+  };
+  const c = info.confinement;
+  if (!c) return;
+  const gib = (n: number) => `${(n / 1024 ** 3).toFixed(1)} GiB`;
+  const net = typeof c.network === "string" ? c.network : "allow-list";
+  el.textContent = c.confined
+    ? `Commands confined (${c.mode}) · network ${net} · memory ${gib(c.limits.defaults.memoryBytes)}, ${c.limits.defaults.pids} processes per command`
+    : `Commands NOT confined (${c.mode}${c.why ? `: ${c.why}` : ""}) — run \`agent-computer doctor\``;
+  el.classList.toggle("warn", !c.confined && c.mode !== "off");
+  el.hidden = false;
+}
+void showConfinement();

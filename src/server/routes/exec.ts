@@ -24,6 +24,8 @@ const EXEC_FIELDS = [
   "timeoutMs",
   "encoding",
   "pty",
+  "limits",
+  "network",
 ];
 const ID_RE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 const SIGNAL_RE = /^SIG[A-Z0-9]{1,12}$/;
@@ -38,7 +40,7 @@ function parseExecBody(body: Record<string, unknown>): {
   options: ExecOptions;
 } {
   rejectUnknownFields(body, EXEC_FIELDS);
-  const { command, argv, cwd, env, stdin, timeoutMs, encoding, id, pty } = body;
+  const { command, argv, cwd, env, stdin, timeoutMs, encoding, id, pty, limits, network } = body;
   let spec: ExecSpec;
   if (command !== undefined && argv !== undefined)
     throw bad("give either command or argv, not both");
@@ -112,6 +114,14 @@ function parseExecBody(body: Record<string, unknown>): {
     options.encoding = encoding;
   }
   if (pty !== undefined) options.pty = checkPtySize(pty);
+  // Checked in full by the sandbox (unknown limits, maxima: EINVAL; widening: EFORBIDDEN).
+  if (limits !== undefined) {
+    if (typeof limits !== "object" || limits === null || Array.isArray(limits)) {
+      throw bad("limits must be an object of numbers");
+    }
+    options.limits = limits as ExecOptions["limits"];
+  }
+  if (network !== undefined) options.network = network as ExecOptions["network"];
   return { spec, options };
 }
 

@@ -131,7 +131,8 @@ async function putFile(
   if (existing?.isDirectory())
     throw new ComputerError("EISDIR", `${rel} is a directory`, { status: 409 });
   const dir = path.dirname(abs);
-  await mkdir(dir, { recursive: true });
+  const created = await mkdir(dir, { recursive: true });
+  if (created) await deps.adopt?.(created);
   // Re-check after creating parents: the created part cannot hold symlinks, but be strict.
   await resolveInWorkspace(deps.workspace, rel);
   const tmp = path.join(dir, `.${path.basename(abs)}.${randomBytes(6).toString("hex")}.upload`);
@@ -145,6 +146,7 @@ async function putFile(
   });
   try {
     await pipeline(req, counter, createWriteStream(tmp, { flags: "wx" }));
+    await deps.adopt?.(tmp);
     await rename(tmp, abs);
   } catch (err) {
     await unlink(tmp).catch(() => {});

@@ -1,7 +1,9 @@
 // The server's own routes: GET /healthz (open, for load balancers and
 // supervisors: 200 `{"ok": true}`; 503 `{"ok": false, "reason"}` once
-// shutdown began or while the event-log backend is unreachable) and GET
-// /metrics (Prometheus text, behind the token like every other route).
+// shutdown began or while the event-log backend is unreachable), GET /metrics
+// (Prometheus text, behind the token like every other route) and GET /v1/info
+// (what this node is and enforces; registered by whoever composes the node,
+// since the server itself knows nothing of the sandbox).
 
 import type { ServerDeps } from "../deps.js";
 import { sendJson } from "../http/errors.js";
@@ -27,4 +29,9 @@ export function registerMetaRoutes(router: Router, deps: ServerDeps): void {
     res.setHeader("content-type", deps.metrics.registry.contentType);
     res.end(text);
   });
+}
+
+/** GET /v1/info: a JSON description of the node (confinement, network, limits), behind the token. */
+export function registerInfoRoute(router: Router, info: () => Record<string, unknown>): void {
+  router.get("/v1/info", (_req, res) => sendJson(res, 200, info()));
 }

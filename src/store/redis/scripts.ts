@@ -29,7 +29,7 @@ local function finish(state, code, signal, last)
   end
 end
 local function stateFor(reason)
-  if reason == 'killed' or reason == 'timeout' or reason == 'lost' then return reason end
+  if reason == 'killed' or reason == 'timeout' or reason == 'lost' or reason == 'oom' or reason == 'limit' then return reason end
   return 'exited'
 end
 `;

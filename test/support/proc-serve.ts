@@ -21,10 +21,16 @@ export interface ServeProc {
 }
 
 export async function startServe(args: string[], env: NodeJS.ProcessEnv = {}): Promise<ServeProc> {
-  const child = spawn(process.execPath, [cli, "serve", "--port", "0", "--quiet", ...args], {
-    env: { ...process.env, AGENT_COMPUTER_TOKEN: PROC_TOKEN, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  // Unconfined: these tests prove the guarantees that hold without namespaces
+  // (a sandbox's PID namespace would also hide the pids they check).
+  const child = spawn(
+    process.execPath,
+    [cli, "serve", "--port", "0", "--quiet", "--confine", "off", ...args],
+    {
+      env: { ...process.env, AGENT_COMPUTER_TOKEN: PROC_TOKEN, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   let out = "";
   let err = "";
   child.stderr!.on("data", (d) => {

@@ -4,7 +4,9 @@
 // timeout, lossless write_stdin polling, bash surviving a hung command, and a TCP cut mid-call after which the client resumes with
 // Last-Event-ID and gets the result with no lost or repeated message — with the
 // memory, SQLite and (when redis-server exists) Redis event logs. Sessions:
-// DELETE ends one, idle ones are closed, their number is bounded.
+// DELETE ends one, idle ones are closed, their number is bounded. With the
+// memory log, also the cases shared with stdio (test/support/mcp-cases.ts):
+// 50 MB through the output budget, the text editor, bad arguments.
 import { mkdtempSync, rmSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
@@ -16,10 +18,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TOOL_NAMES } from "../src/agents/index.js";
 import { MCP_LOG_PREFIX } from "../src/agents/mcp-event-store.js";
 import type { ComputerOptions } from "../src/runtime/computer.js";
+import {
+  badArgumentsCase,
+  boundsLargeOutputCase,
+  textEditorCase,
+  textOf,
+} from "./support/mcp-cases.js";
 import { type RedisServer, redisAvailable, startRedis } from "./support/redis-server.js";
 import { type Harness, startServer } from "./support/server-harness.js";
-
-const textOf = (r: CallToolResult) => (r.content[0] as { text: string }).text;
 
 /** A TCP proxy whose open connections can all be cut at once (a network drop). */
 async function startCutProxy(target: string) {
@@ -77,14 +83,25 @@ async function connect(base: string, token: string): Promise<Client> {
   return client;
 }
 
-function suite(name: string, logSpec: () => ComputerOptions["eventLog"] | undefined) {
+/**
+ * The transport cases, against one event log. With `shared`, also the cases
+ * written once in test/support/mcp-cases.ts for both transports (run with
+ * the memory log only: they test the tools, not the log, and the 50 MB one
+ * is slow).
+ */
+function suite(
+  name: string,
+  logSpec: () => ComputerOptions["eventLog"] | undefined,
+  { shared = false } = {},
+) {
   describe(`/mcp over Streamable HTTP (${name} event log)`, () => {
     let h: Harness;
     let client: Client;
     beforeAll(async () => {
       const eventLog = logSpec();
       h = await startServer({
-        computer: eventLog === undefined ? {} : { eventLog },
+        // The shared 50 MB case reads the whole run back: the log must hold it.
+        computer: eventLog === undefined ? { logMaxBytes: 128 * 1024 * 1024 } : { eventLog },
         server: { mcp: { tools: { progressIntervalMs: 200, bashTimeoutMs: 1500 } } },
       });
       client = await connect(h.url, h.token);
@@ -225,6 +242,20 @@ function suite(name: string, logSpec: () => ComputerOptions["eventLog"] | undefi
       expect(await text("echo $PWD; export AGAIN=2; echo $AGAIN")).toBe("/tmp\n2\n[exit status 0]");
     });
 
+    if (shared) {
+      it(
+        "bounds 50 MB of output; read_output returns the elided middle exactly (SHA-256)",
+        () => boundsLargeOutputCase(client),
+        300_000,
+      );
+
+      it("text editor: one match, zero, two, view ranges, insert at 0 and at the end, confinement", () =>
+        textEditorCase(client, h.workspace));
+
+      it("answers bad arguments with tool errors, not protocol errors", () =>
+        badArgumentsCase(client));
+    }
+
     it("keeps MCP streams out of the execution listing", async () => {
       const eventLog = await h.computer.eventLog();
       expect((await eventLog.list()).some((r) => r.id.startsWith(MCP_LOG_PREFIX))).toBe(true);
@@ -233,7 +264,7 @@ function suite(name: string, logSpec: () => ComputerOptions["eventLog"] | undefi
   });
 }
 
-suite("memory", () => undefined);
+suite("memory", () => undefined, { shared: true });
 const dbDir = mkdtempSync(path.join(tmpdir(), "ac-mcp-http-"));
 afterAll(() => rmSync(dbDir, { recursive: true, force: true }));
 suite("SQLite", () => `sqlite:${path.join(dbDir, "log.db")}`);

@@ -3,9 +3,9 @@
 // short client timeout alive, 50 MB through an output budget with the middle
 // fetched exactly, polling that never repeats or loses a byte, the text
 // editor's cases and confinement, bad arguments, the persistent bash, and
-// the same tools backed by a running server (--url).
-import { createHash } from "node:crypto";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+// the same tools backed by a running server (--url). The cases shared with
+// the Streamable HTTP transport live in test/support/mcp-cases.ts.
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -15,6 +15,13 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TOOL_NAMES } from "../src/agents/index.js";
 import { ensureDistBuilt } from "./support/dist.js";
+import {
+  badArgumentsCase,
+  boundsLargeOutputCase,
+  outputOf,
+  textEditorCase,
+  textOf,
+} from "./support/mcp-cases.js";
 import { startServer } from "./support/server-harness.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -48,13 +55,6 @@ async function connect(args: string[], env: Record<string, string> = {}): Promis
     close: () => client.close(),
   };
 }
-
-const textOf = (r: CallToolResult) => (r.content[0] as { text: string }).text;
-/** The output part of an exec_command/write_stdin result. */
-const outputOf = (text: string) => {
-  const i = text.indexOf("\nOutput:\n");
-  return i === -1 ? "" : text.slice(i + 9);
-};
 
 let dir: string;
 let ws: string;
@@ -152,52 +152,11 @@ describe("agent-computer mcp --workspace (stdio)", () => {
     ).rejects.toThrow(/timed out/i);
   });
 
-  it("bounds 50 MB of output; read_output returns the elided middle exactly (SHA-256)", async () => {
-    const cmd = "seq 1 6500000";
-    const expected = (await mcp.text("exec_command", { cmd: `${cmd} | sha256sum` })).match(
-      /\n([0-9a-f]{64}) /,
-    )![1];
-    const opts = { timeout: 5000, resetTimeoutOnProgress: true, onprogress: () => {} };
-    const r = await mcp.text("exec_command", { cmd, yield_time_ms: 600_000 }, opts);
-    expect(r).toMatch(/^Process exited with code 0/);
-    expect(r.length).toBeLessThan(40 * 1024);
-    const out = outputOf(r);
-    const m =
-      /\n\[… (\d+) bytes left out here, starting at byte (\d+) of seq (\d+) and ending in seq \d+; read_output (\{.*?\}) returns them/.exec(
-        out,
-      )!;
-    expect(m).not.toBeNull();
-    const [bytes, offset, seq] = [Number(m[1]), Number(m[2]), Number(m[3])];
-    expect(bytes).toBeGreaterThan(50_000_000);
-    const call = JSON.parse(m[4]!);
-    expect(call.after_seq).toBe(seq - 1);
-    const head = out.slice(0, m.index);
-    const tail = out.slice(out.indexOf("…]\n") + 3);
-    const hash = createHash("sha256").update(head);
-    let after = call.after_seq as number;
-    let skip = offset;
-    let need = bytes;
-    while (need > 0) {
-      const page = await mcp.text("read_output", {
-        session_id: call.session_id,
-        after_seq: after,
-        max_bytes: 4 * 1024 * 1024,
-      });
-      const header = page.slice(0, page.indexOf("\n"));
-      after = Number(/seq \d+ to (\d+)/.exec(header)![1]);
-      let body = page.slice(header.length + 1);
-      if (skip > 0) {
-        const s = Math.min(skip, body.length);
-        body = body.slice(s);
-        skip -= s;
-      }
-      const take = body.slice(0, need);
-      hash.update(take);
-      need -= take.length;
-    }
-    hash.update(tail);
-    expect(hash.digest("hex")).toBe(expected);
-  }, 300_000);
+  it(
+    "bounds 50 MB of output; read_output returns the elided middle exactly (SHA-256)",
+    () => boundsLargeOutputCase(mcp.client),
+    300_000,
+  );
 
   it("write_stdin polling at random intervals never repeats or loses a byte", async () => {
     const lines = 300;
@@ -222,65 +181,11 @@ describe("agent-computer mcp --workspace (stdio)", () => {
     expect(all).toBe(Array.from({ length: lines }, (_, i) => `line${i + 1}\n`).join(""));
   }, 60_000);
 
-  it("text editor: one match, zero, two, view ranges, insert at 0 and at the end, confinement", async () => {
-    const edit = (a: Record<string, unknown>) => mcp.call("str_replace_based_edit_tool", a);
-    const f = path.join(ws, "e.txt");
-    await edit({ command: "create", path: "e.txt", file_text: "one\ntwo\ntwo\nthree\n" });
-    const two = await edit({ command: "str_replace", path: "e.txt", old_str: "two", new_str: "2" });
-    expect(two.isError).toBe(true);
-    expect(textOf(two)).toContain("occurs 2 times in e.txt (lines 2, 3)");
-    const zero = await edit({ command: "str_replace", path: "e.txt", old_str: "four" });
-    expect(zero.isError).toBe(true);
-    expect(textOf(zero)).toContain("did not appear verbatim");
-    const one = await edit({ command: "str_replace", path: "e.txt", old_str: "one", new_str: "1" });
-    expect(one.isError).toBeFalsy();
-    expect(readFileSync(f, "utf8")).toBe("1\ntwo\ntwo\nthree\n");
-    const range = textOf(await edit({ command: "view", path: "e.txt", view_range: [2, 3] }));
-    expect(range.split("\n").slice(1).join("\n")).toBe("     2\ttwo\n     3\ttwo\n");
-    expect(textOf(await edit({ command: "view", path: f, view_range: [4, -1] }))).toContain(
-      "     4\tthree\n",
-    );
-    const bad = await edit({ command: "view", path: "e.txt", view_range: [3, 1] });
-    expect(bad.isError).toBe(true);
-    await edit({ command: "insert", path: "e.txt", insert_line: 0, insert_text: "zero\n" });
-    await edit({ command: "insert", path: "e.txt", insert_line: 5, insert_text: "end" });
-    expect(readFileSync(f, "utf8")).toBe("zero\n1\ntwo\ntwo\nthree\nend\n");
-    symlinkSync("/etc", path.join(ws, "etc-link"));
-    writeFileSync(path.join(dir, "outside.txt"), "secret");
-    for (const p of [
-      "../outside.txt",
-      path.join(dir, "outside.txt"),
-      "/etc/hostname",
-      "etc-link/hostname",
-      "a/../../outside.txt",
-    ]) {
-      for (const a of [
-        { command: "view", path: p },
-        { command: "create", path: p, file_text: "x" },
-      ]) {
-        const r = await edit(a);
-        expect(r.isError, `${a.command} ${p}`).toBe(true);
-        expect(textOf(r), p).toMatch(/outside the workspace|leaves the workspace/);
-      }
-    }
-    expect(readFileSync(path.join(dir, "outside.txt"), "utf8")).toBe("secret");
-  });
+  it("text editor: one match, zero, two, view ranges, insert at 0 and at the end, confinement", () =>
+    textEditorCase(mcp.client, ws));
 
-  it("answers bad arguments with tool errors, not protocol errors", async () => {
-    for (const [name, a] of [
-      ["exec_command", { cmd: 42 }],
-      ["exec_command", { cmd: "true", max_output_bytes: 1 }],
-      ["write_stdin", {}],
-      ["str_replace_based_edit_tool", { command: "rename", path: "x" }],
-      ["bash", { restart: "yes" }],
-      ["read_file", { path: "missing.txt" }],
-      ["no_such_tool", {}],
-    ] as const) {
-      const r = await mcp.call(name, a as Record<string, unknown>);
-      expect(r.isError, name).toBe(true);
-      expect(textOf(r).length, name).toBeGreaterThan(10);
-    }
-  });
+  it("answers bad arguments with tool errors, not protocol errors", () =>
+    badArgumentsCase(mcp.client));
 
   it("bash keeps cd, exports and functions and survives a hung command", async () => {
     mkdirSync(path.join(ws, "deep"), { recursive: true });

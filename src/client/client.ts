@@ -242,8 +242,21 @@ export class ComputerClient implements ComputerApi {
         });
         return (await res.json()) as { path: string; size: number };
       },
-      list: async (dir = "") =>
-        (await this.json<{ entries: FileEntry[] }>("GET", `${fp(dir)}?list`)).entries,
+      list: async (dir = "") => {
+        // The server pages listings; follow `next` until the directory is read.
+        const all: FileEntry[] = [];
+        let after: string | undefined;
+        do {
+          const q = after === undefined ? "" : `&after=${encodeURIComponent(after)}`;
+          const page = await this.json<{ entries: FileEntry[]; next?: string }>(
+            "GET",
+            `${fp(dir)}?list&limit=10000${q}`,
+          );
+          all.push(...page.entries);
+          after = page.next;
+        } while (after !== undefined);
+        return all;
+      },
       remove: async (p, o) => {
         await this.request("DELETE", `${fp(p)}${o?.recursive ? "?recursive=1" : ""}`);
       },

@@ -19,6 +19,7 @@ import { registerDashboard } from "./dashboard.js";
 import { DEFAULT_LIMITS, type LoggerFn, type ServerDeps, type ServerLimits } from "./deps.js";
 import { createExecObserver, type ExecObserver } from "./exec-observer.js";
 import { Auth, generateToken } from "./http/auth.js";
+import { defaultMaxConnections, limitConnections } from "./http/connections.js";
 import { Router } from "./http/router.js";
 import { createMetrics, type ServerMetrics } from "./metrics.js";
 import { registerUiRoutes } from "./relay/routes.js";
@@ -135,11 +136,17 @@ export function createComputerServer(options: ComputerServerOptions): ComputerSe
   const httpServer = createServer(
     {
       keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+      // Header timeouts are enforced by a periodic sweep; Node's default is 30 s.
+      connectionsCheckingInterval: 1000,
       highWaterMark: options.socketHighWaterMark ?? DEFAULT_SOCKET_HIGH_WATER_MARK,
     },
     router.handle,
   );
   httpServer.on("upgrade", router.handleUpgrade);
+  limitConnections(httpServer, {
+    maxConnections: limits.maxConnections > 0 ? limits.maxConnections : defaultMaxConnections(),
+    headersTimeoutMs: limits.headersTimeoutMs,
+  });
   httpServer.on("clientError", (_err, socket) => {
     if (socket.writable) socket.end("HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n");
     else socket.destroy();

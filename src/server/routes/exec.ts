@@ -3,6 +3,7 @@
 // writes it as exec-wire or SSE). This file validates requests and maps them
 // onto the ComputerApi; it knows nothing about how events are encoded.
 
+import type { ServerResponse } from "node:http";
 import type { ExecHandle, ExecOptions, ExecSpec } from "../../runtime/types.js";
 import { encodeBase64 } from "../../wire/base64.js";
 import { ComputerError } from "../../wire/errors.js";
@@ -12,6 +13,7 @@ import { sendJson } from "../http/errors.js";
 import type { RouteContext, Router } from "../http/router.js";
 import { negotiateFormat, streamEvents } from "../streaming/http-stream.js";
 import { afterOfRequest } from "../streaming/subscribe.js";
+import { ResultGate, waitForEnd } from "./result-gate.js";
 
 const EXEC_FIELDS = ["id", "command", "argv", "cwd", "env", "stdin", "timeoutMs", "encoding"];
 const ID_RE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
@@ -158,9 +160,18 @@ export function registerExecRoutes(router: Router, deps: ServerDeps): void {
     });
   });
 
+  const resultGate = new ResultGate(deps.limits.maxConcurrentResults);
   router.get("/v1/execs/:id/result", async (_req, res, params) => {
     const handle = await getHandle(deps, params.id!);
-    const r = await handle.result();
+    const gone = new AbortController();
+    res.once("close", () => gone.abort(new ComputerError("EUNAVAILABLE", "client went away")));
+    await waitForEnd(handle, gone.signal);
+    gone.signal.throwIfAborted();
+    await resultGate.run(() => sendResult(res, handle, gone.signal), gone.signal);
+  });
+
+  async function sendResult(res: ServerResponse, handle: ExecHandle, signal: AbortSignal) {
+    const r = await handle.result({ signal });
     const bytes = typeof r.stdout !== "string";
     sendJson(res, 200, {
       id: r.id,
@@ -172,7 +183,7 @@ export function registerExecRoutes(router: Router, deps: ServerDeps): void {
       stderr: bytes ? encodeBase64(r.stderr as Uint8Array) : r.stderr,
       truncated: r.truncated,
     });
-  });
+  }
 
   router.post("/v1/execs/:id/kill", async (req, res, params) => {
     const body = await readJsonBody(req, { limit: deps.limits.maxJsonBytes, allowEmpty: true });

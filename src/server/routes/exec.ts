@@ -14,6 +14,7 @@ import type { RouteContext, Router } from "../http/router.js";
 import { negotiateFormat, streamEvents } from "../streaming/http-stream.js";
 import { afterOfRequest } from "../streaming/subscribe.js";
 import { ResultGate, waitForEnd } from "./result-gate.js";
+import { SpawnPacer } from "./spawn-pacer.js";
 
 const EXEC_FIELDS = ["id", "command", "argv", "cwd", "env", "stdin", "timeoutMs", "encoding"];
 const ID_RE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
@@ -115,6 +116,7 @@ function refuseWhenClosing(deps: ServerDeps): void {
 
 /** Registers /v1/execs routes on `router`. */
 export function registerExecRoutes(router: Router, deps: ServerDeps): void {
+  const pacer = new SpawnPacer();
   router.post("/v1/execs", async (req, res, _params, ctx: RouteContext) => {
     refuseWhenClosing(deps);
     const streamParam = ctx.url.searchParams.get("stream");
@@ -123,6 +125,8 @@ export function registerExecRoutes(router: Router, deps: ServerDeps): void {
     const format = wantStream ? negotiateFormat(req, ctx.url) : undefined;
     const body = await readJsonBody(req, { limit: deps.limits.maxJsonBytes });
     const { spec, options } = parseExecBody(body);
+    await pacer.turn();
+    refuseWhenClosing(deps);
     const handle = await deps.computer.exec(spec, options);
     const location = `/v1/execs/${encodeURIComponent(handle.id)}`;
     if (format === undefined) {

@@ -73,7 +73,7 @@ beforeAll(async () => {
     computer: fake,
     workspace: dir,
     port: 0,
-    token: "t",
+    token: "fake-test-token-0123",
     logger: false,
   });
   url = await server.listen();
@@ -110,7 +110,7 @@ it("SSE: events, then event: error with the frame as data", async () => {
 });
 
 it("ComputerClient delivers the events, then fails with the code", async () => {
-  const client = new ComputerClient({ url, token: "t" });
+  const client = new ComputerClient({ url, token: "fake-test-token-0123" });
   const reader = (await client.get("f1")).events().getReader();
   expect((await reader.read()).value).toMatchObject({ seq: 1 });
   expect((await reader.read()).value).toMatchObject({ seq: 2 });

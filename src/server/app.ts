@@ -15,6 +15,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { ComputerApi } from "../runtime/types.js";
+import { ComputerError } from "../wire/errors.js";
 import { registerDashboard } from "./dashboard.js";
 import { DEFAULT_LIMITS, type LoggerFn, type ServerDeps, type ServerLimits } from "./deps.js";
 import { createExecObserver, type ExecObserver } from "./exec-observer.js";
@@ -88,9 +89,20 @@ function stdoutLogger(entry: Record<string, unknown>): void {
   process.stdout.write(`${JSON.stringify({ ts: new Date().toISOString(), ...entry })}\n`);
 }
 
+/** Shortest bearer token accepted (a generated one has 32 characters). */
+export const MIN_TOKEN_LENGTH = 16;
+
 export function createComputerServer(options: ComputerServerOptions): ComputerServer {
   const host = options.host ?? DEFAULT_HOST;
   const token = options.token === undefined ? generateToken() : options.token;
+  // The one check for every entry point (CLI serve, startNode, embedders).
+  if (typeof token === "string" && token.length < MIN_TOKEN_LENGTH) {
+    throw new ComputerError(
+      "EINVAL",
+      `the token must be at least ${MIN_TOKEN_LENGTH} characters (got ${token.length}); ` +
+        "leave it unset to have one generated",
+    );
+  }
   const logger: LoggerFn = options.logger === false ? () => {} : (options.logger ?? stdoutLogger);
   const limits: ServerLimits = { ...DEFAULT_LIMITS, ...options.limits };
   const metrics = createMetrics();

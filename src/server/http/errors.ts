@@ -116,6 +116,7 @@ export function sendError(
   res.setHeader("content-type", "application/json; charset=utf-8");
   res.setHeader("content-length", Buffer.byteLength(body));
   res.setHeader("cache-control", "no-store");
+  res.setHeader("x-content-type-options", "nosniff");
   if (headers) for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
   if (e.status === 401) res.setHeader("www-authenticate", 'Bearer realm="agent-computer"');
   res.end(body);
@@ -128,6 +129,7 @@ export function sendJson(res: ServerResponse, status: number, value: unknown): v
   res.setHeader("content-type", "application/json; charset=utf-8");
   res.setHeader("content-length", Buffer.byteLength(body));
   res.setHeader("cache-control", "no-store");
+  res.setHeader("x-content-type-options", "nosniff");
   res.end(body);
 }
 
@@ -140,6 +142,7 @@ export function rejectUpgrade(socket: Duplex, err: unknown): void {
     `HTTP/1.1 ${e.status} ${statusText(e.status)}\r\n` +
       "Connection: close\r\n" +
       "Content-Type: application/json; charset=utf-8\r\n" +
+      "X-Content-Type-Options: nosniff\r\n" +
       `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
   );
 }

@@ -43,7 +43,7 @@ export function errorBody(err: unknown): {
     const e = err as { code: string; message?: string; earliestSeq?: number };
     const body: { code: string; message: string; earliestSeq?: number } = {
       code: e.code,
-      message: String(e.message ?? e.code),
+      message: publicMessage(e.code, e.message),
     };
     if (typeof e.earliestSeq === "number") body.earliestSeq = e.earliestSeq;
     return { error: body };
@@ -52,6 +52,16 @@ export function errorBody(err: unknown): {
     return { error: { code: FS_CODES[code], message: fsMessage(FS_CODES[code]) } };
   }
   return { error: { code: "EINTERNAL", message: "internal error" } };
+}
+
+/**
+ * The message a client may see. An EINTERNAL error wraps a failure of the
+ * server or its backend (a Redis reply such as "OOM command not allowed", a
+ * SQLite error, a path): its text is logged with the request id, never sent.
+ */
+function publicMessage(code: string, message: string | undefined): string {
+  if (code === "EINTERNAL") return "internal error";
+  return String(message ?? code);
 }
 
 function fsMessage(code: string): string {
@@ -94,7 +104,7 @@ export function errorFrame(id: string | undefined, err: unknown): ErrorFrame {
     ...(id !== undefined ? { id } : {}),
     name: "error",
     code: e.code,
-    message: e.message,
+    message: publicMessage(e.code, e.message),
   };
   if (e.earliestSeq !== undefined) frame.earliestSeq = e.earliestSeq;
   return frame;

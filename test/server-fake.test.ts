@@ -65,7 +65,7 @@ const fake: ComputerApi = {
 let server: ComputerServer;
 let dir: string;
 let url: string;
-const headers = { authorization: "Bearer t" };
+const headers = { authorization: "Bearer fake-test-token-0123" };
 
 beforeAll(async () => {
   dir = await mkdtemp(path.join(tmpdir(), "ac-fake-"));

@@ -286,7 +286,7 @@ describe("serve", () => {
       process.execPath,
       [cli, "serve", "--port", "0", "--workspace", path.join(dir, "ws"), "--quiet"],
       {
-        env: { ...process.env, AGENT_COMPUTER_TOKEN: "serve-token" },
+        env: { ...process.env, AGENT_COMPUTER_TOKEN: "serve-token-0123456789" },
       },
     );
     let out = "";
@@ -299,17 +299,20 @@ describe("serve", () => {
       child.stdout.on("data", check);
     });
     const url = new URL(line);
-    expect(url.searchParams.get("token")).toBe("serve-token");
+    expect(url.searchParams.get("token")).toBe("serve-token-0123456789");
     const base = `${url.protocol}//${url.host}`;
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
     const r = await fetch(`${base}/v1/execs`, {
       method: "POST",
-      headers: { authorization: "Bearer serve-token", "content-type": "application/json" },
+      headers: {
+        authorization: "Bearer serve-token-0123456789",
+        "content-type": "application/json",
+      },
       body: JSON.stringify({ command: "sleep 30" }),
     });
     const { id } = await r.json();
     const events = await fetch(`${base}/v1/execs/${id}/events`, {
-      headers: { authorization: "Bearer serve-token" },
+      headers: { authorization: "Bearer serve-token-0123456789" },
     });
     const text = events.text();
     child.kill("SIGTERM");

@@ -19,7 +19,7 @@ import { type RedisServer, redisAvailable, startRedis } from "./support/redis-se
 const hasRedis = redisAvailable();
 const root = path.resolve(__dirname, "..");
 const cli = path.join(root, "dist/cli/main.js");
-const TOKEN = "sigkill-test";
+const TOKEN = "sigkill-test-token-0123";
 const BOUND_MS = 15_000;
 
 interface NodeProc {

@@ -67,7 +67,7 @@ const fake: ComputerApi = {
 let server: ComputerServer;
 let dir: string;
 let url: string;
-const headers = { authorization: "Bearer t" };
+const headers = { authorization: "Bearer fake-test-token-0123" };
 
 beforeAll(async () => {
   dir = await mkdtemp(path.join(tmpdir(), "ac-fake-"));
@@ -75,7 +75,7 @@ beforeAll(async () => {
     computer: fake,
     workspace: dir,
     port: 0,
-    token: "t",
+    token: "fake-test-token-0123",
     logger: false,
   });
   url = await server.listen();
@@ -112,7 +112,7 @@ it("SSE: events, then event: error with the frame as data", async () => {
 });
 
 it("ComputerClient delivers the events, then fails with the code", async () => {
-  const client = new ComputerClient({ url, token: "t" });
+  const client = new ComputerClient({ url, token: "fake-test-token-0123" });
   const reader = (await client.get("f1")).events().getReader();
   expect((await reader.read()).value).toMatchObject({ seq: 1 });
   expect((await reader.read()).value).toMatchObject({ seq: 2 });

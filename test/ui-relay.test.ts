@@ -17,7 +17,7 @@ import { Router } from "../src/server/http/router.js";
 import type { UiRelay } from "../src/server/relay/registry.js";
 import { registerUiRoutes } from "../src/server/relay/routes.js";
 
-const TOKEN = "t0ken-for-tests";
+const TOKEN = "t0ken-for-tests-0123";
 let server: Server;
 /** Pages connect to a second listener on the same router, so a "network drop" can cut them alone. */
 let pageServer: Server;

@@ -22,7 +22,7 @@ const workspace = mkdtempSync(join(tmpdir(), `ac-bench-${id}-`));
 const node = await startNode({
   workspace,
   port: 0,
-  token: "bench",
+  token: "bench-token-0123456789",
   eventLog,
   nodeId: id,
   logMaxBytes,

@@ -61,7 +61,7 @@ async function startNode(id: string, log: string): Promise<BenchNode> {
   return {
     id,
     url,
-    client: new ComputerClient({ url, token: "bench" }),
+    client: new ComputerClient({ url, token: "bench-token-0123456789" }),
     stop: () => stopProcess(child),
   };
 }

@@ -16,7 +16,7 @@ const here = path.dirname(fileURLToPath(import.meta.url));
  * the benchmark imports.
  */
 const CLI = path.resolve(here, "../../src/cli/main.js");
-export const TOKEN = "bench-token";
+export const TOKEN = "bench-token-0123456789";
 
 export interface BenchServer {
   readonly child: ChildProcess & { readonly pid: number };

@@ -26,7 +26,7 @@ import type {
 } from "../runtime/types.js";
 import { decodeBase64, encodeBase64 } from "../wire/base64.js";
 import { ComputerError, errorFromResponse } from "../wire/errors.js";
-import { ExecWireDecoder } from "../wire/exec-wire/index.js";
+import { ExecWireDecoder, type ExecWireError } from "../wire/exec-wire/index.js";
 import { parseAfter, resolveAfter } from "../wire/position.js";
 import {
   DEFAULT_RESUME,
@@ -92,7 +92,33 @@ export interface FilesApi {
 
 const NDJSON = "application/x-ndjson";
 
+/**
+ * Refuses, before any request, what the server would refuse and what `fetch`
+ * would silently rewrite (it normalises `a/../b` into `b` and `../x` out of
+ * /v1/files/ altogether): NUL, backslashes, absolute paths and `.`/`..`
+ * segments are EINVAL. "" and "/" name the workspace root.
+ */
+function checkFilesPath(p: string): void {
+  if (typeof p !== "string") throw new ComputerError("EINVAL", "a files path must be a string");
+  if (p === "" || p === "/") return;
+  if (p.includes("\0")) throw new ComputerError("EINVAL", "path contains NUL");
+  if (p.includes("\\")) throw new ComputerError("EINVAL", "path contains a backslash");
+  if (p.startsWith("/")) {
+    throw new ComputerError("EINVAL", `absolute paths are not allowed: ${JSON.stringify(p)}`);
+  }
+  const trimmed = p.endsWith("/") ? p.slice(0, -1) : p;
+  for (const seg of trimmed.split("/")) {
+    if (seg === "" || seg === "." || seg === "..") {
+      throw new ComputerError(
+        "EINVAL",
+        `path segment ${JSON.stringify(seg)} is not allowed in ${JSON.stringify(p)}`,
+      );
+    }
+  }
+}
+
 function encodePath(p: string): string {
+  checkFilesPath(p);
   return p
     .split("/")
     .filter((s, i, all) => !(s === "" && (i === 0 || i === all.length - 1)))
@@ -266,8 +292,21 @@ export class ComputerClient implements ComputerApi {
         });
         return (await res.json()) as { path: string; size: number };
       },
-      list: async (dir = "") =>
-        (await this.json<{ entries: FileEntry[] }>("GET", `${fp(dir)}?list`)).entries,
+      list: async (dir = "") => {
+        // The server pages listings; follow `next` until the directory is read.
+        const all: FileEntry[] = [];
+        let after: string | undefined;
+        do {
+          const q = after === undefined ? "" : `&after=${encodeURIComponent(after)}`;
+          const page = await this.json<{ entries: FileEntry[]; next?: string }>(
+            "GET",
+            `${fp(dir)}?list&limit=10000${q}`,
+          );
+          all.push(...page.entries);
+          after = page.next;
+        } while (after !== undefined);
+        return all;
+      },
       remove: async (p, o) => {
         await this.request("DELETE", `${fp(p)}${o?.recursive ? "?recursive=1" : ""}`);
       },
@@ -466,7 +505,16 @@ async function* decodeEvents<V extends Chunk>(
           cause: err,
         });
       }
-      const events = r.done ? decoder.end() : decoder.push(r.value);
+      let events: ExecEvent<V>[];
+      try {
+        events = r.done ? decoder.end() : decoder.push(r.value);
+      } catch (err) {
+        // The events that chunk completed before the failure come with it.
+        const before = ((err as ExecWireError).events ?? []) as ExecEvent<V>[];
+        const mine = before.filter((ev) => ev.id === id && (heartbeats || ev.name !== "heartbeat"));
+        if (mine.length > 0) yield mine;
+        throw err;
+      }
       const keep = (ev: ExecEvent<V>) => ev.id === id && (heartbeats || ev.name !== "heartbeat");
       const mine = events.every(keep) ? events : events.filter(keep);
       if (mine.length > 0) yield mine;

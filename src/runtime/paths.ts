@@ -1,13 +1,16 @@
-// Confinement of caller-given paths to the workspace. Used for an execution's
-// cwd and by the server's files API, so both enforce the same rule: a path is
+// Confinement of caller-given paths to the workspace, by name. Used for an
+// execution's cwd (spawn takes a path, not a descriptor) and by agent tools
+// that work on a local workspace. The server's files API does not use it: it
+// walks paths by descriptors (server/files/resolve.ts) so a command racing
+// symlink swaps cannot make it read or write outside. The rule: a path is
 // resolved against the workspace root, symlinks included, and must end up
 // inside the root's real path. Checking the lexical path alone is not enough
 // (a symlink `ws/out -> /etc` passes a string check), so the longest existing
 // prefix is resolved with realpath and only the not-yet-existing rest is
 // joined lexically (the files API may create it; it cannot contain symlinks
-// because it does not exist). A race with a concurrent symlink swap is out of
-// scope: the workspace belongs to the agent, the confinement guards against
-// mistakes and hostile paths in requests, not against processes inside it.
+// because it does not exist). A concurrent symlink swap can change what the
+// name means after this check; for a cwd that only moves where the new command
+// starts, which a command in the workspace could do to itself anyway.
 
 import { realpath } from "node:fs/promises";
 import path from "node:path";

@@ -20,6 +20,7 @@ import { registerDashboard } from "./dashboard.js";
 import { DEFAULT_LIMITS, type LoggerFn, type ServerDeps, type ServerLimits } from "./deps.js";
 import { createExecObserver, type ExecObserver } from "./exec-observer.js";
 import { Auth, generateToken } from "./http/auth.js";
+import { defaultMaxConnections, limitConnections } from "./http/connections.js";
 import { Router } from "./http/router.js";
 import { createMetrics, type ServerMetrics } from "./metrics.js";
 import { registerUiRoutes } from "./relay/routes.js";
@@ -107,9 +108,20 @@ function stdoutLogger(entry: Record<string, unknown>): void {
   process.stdout.write(`${JSON.stringify({ ts: new Date().toISOString(), ...entry })}\n`);
 }
 
+/** Shortest bearer token accepted (a generated one has 32 characters). */
+export const MIN_TOKEN_LENGTH = 16;
+
 export function createComputerServer(options: ComputerServerOptions): ComputerServer {
   const host = options.host ?? DEFAULT_HOST;
   const token = options.token === undefined ? generateToken() : options.token;
+  // The one check for every entry point (CLI serve, startNode, embedders).
+  if (typeof token === "string" && token.length < MIN_TOKEN_LENGTH) {
+    throw new ComputerError(
+      "EINVAL",
+      `the token must be at least ${MIN_TOKEN_LENGTH} characters (got ${token.length}); ` +
+        "leave it unset to have one generated",
+    );
+  }
   const logger: LoggerFn = options.logger === false ? () => {} : (options.logger ?? stdoutLogger);
   const limits: ServerLimits = { ...DEFAULT_LIMITS, ...options.limits };
   const metrics = createMetrics();
@@ -159,11 +171,17 @@ export function createComputerServer(options: ComputerServerOptions): ComputerSe
   const httpServer = createServer(
     {
       keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+      // Header timeouts are enforced by a periodic sweep; Node's default is 30 s.
+      connectionsCheckingInterval: 1000,
       highWaterMark: options.socketHighWaterMark ?? DEFAULT_SOCKET_HIGH_WATER_MARK,
     },
     router.handle,
   );
   httpServer.on("upgrade", router.handleUpgrade);
+  limitConnections(httpServer, {
+    maxConnections: limits.maxConnections > 0 ? limits.maxConnections : defaultMaxConnections(),
+    headersTimeoutMs: limits.headersTimeoutMs,
+  });
   httpServer.on("clientError", (_err, socket) => {
     if (socket.writable) socket.end("HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n");
     else socket.destroy();

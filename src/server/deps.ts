@@ -19,6 +19,12 @@ export interface ServerLimits {
   maxSubscribers: number;
   /** WebSocket: pause a subscription while the socket buffers more than this. Default 1 MiB. */
   wsHighWaterBytes: number;
+  /** Open connections; 0 (default) is half the soft open-files limit (http/connections.ts). */
+  maxConnections: number;
+  /** Time a connection has to send its request headers (ms). Default 10 s. */
+  headersTimeoutMs: number;
+  /** `GET /v1/execs/:id/result` answers assembled at once (each buffers up to the result size). Default 4. */
+  maxConcurrentResults: number;
 }
 
 export const DEFAULT_LIMITS: ServerLimits = {
@@ -27,6 +33,9 @@ export const DEFAULT_LIMITS: ServerLimits = {
   maxStdinBytes: 64 * 1024 * 1024,
   maxSubscribers: 10_000,
   wsHighWaterBytes: 1024 * 1024,
+  maxConnections: 0,
+  headersTimeoutMs: 10_000,
+  maxConcurrentResults: 4,
 };
 
 /** A structured logger: one JSON object per call (the default writes one line to stdout). */

@@ -33,7 +33,7 @@ export async function startServer(
   const server = createComputerServer({
     workspace,
     port: 0,
-    token: "test-token",
+    token: "test-token-0123456789",
     logger: false,
     ...opts.server,
     computer: (observer) => {
@@ -44,12 +44,12 @@ export async function startServer(
   // The Computer creates the workspace; the files API needs it before the first request.
   await (await import("node:fs/promises")).mkdir(workspace, { recursive: true });
   const url = await server.listen();
-  const client = new ComputerClient({ url, token: "test-token" });
+  const client = new ComputerClient({ url, token: "test-token-0123456789" });
   return {
     server,
     computer,
     url,
-    token: "test-token",
+    token: "test-token-0123456789",
     workspace,
     client,
     async close() {

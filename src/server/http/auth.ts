@@ -10,8 +10,10 @@
 //    what protects WebSocket upgrades, which browsers do not subject to CORS.
 // 3. Token: `Authorization: Bearer <token>`, or the cookie set after a browser
 //    opened the printed `?token=` URL once (HttpOnly, SameSite=Strict, so other
-//    sites can neither read nor send it), or `?token=` itself (for the first
-//    visit and for clients that cannot set headers, e.g. EventSource).
+//    sites can neither read nor send it; and never accepted from an allowed
+//    foreign origin, which must send the bearer header), or `?token=` itself
+//    (for the first visit and for clients that cannot set headers, e.g.
+//    EventSource).
 // Token comparison is constant-time (hash then timingSafeEqual).
 
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
@@ -148,6 +150,14 @@ export class Auth {
       return result;
     }
     const cookie = parseCookies(req.headers.cookie).get(this.cookieName);
+    if (cookie !== undefined && result.corsOrigin !== undefined) {
+      // The cookie is ambient authority: a foreign page (even an allowed one)
+      // must prove it holds the token by sending it.
+      throw new ComputerError(
+        "EUNAUTHORIZED",
+        "a cross-origin request must send Authorization: Bearer <token>; the cookie is only for the server's own pages",
+      );
+    }
     if (cookie !== undefined) {
       let value = cookie;
       try {

@@ -31,6 +31,17 @@ function fakeResponse(headersSent = false) {
   return res;
 }
 
+describe("backend errors are mapped, not echoed", () => {
+  it("an EINTERNAL error (e.g. a Redis OOM reply) never reaches the client as text", () => {
+    const raw = new ComputerError(
+      "EINTERNAL",
+      "redis: OOM command not allowed when used memory > 'maxmemory' at /var/lib/redis",
+    );
+    expect(errorBody(raw)).toEqual({ error: { code: "EINTERNAL", message: "internal error" } });
+    expect(errorFrame("r1", raw)).toMatchObject({ code: "EINTERNAL", message: "internal error" });
+  });
+});
+
 describe("toComputerError", () => {
   it("keeps our errors, with their status", () => {
     const usual = new ComputerError("ELIMIT", "too many");

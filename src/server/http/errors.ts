@@ -43,7 +43,7 @@ export function errorBody(err: unknown): {
     const e = err as { code: string; message?: string; earliestSeq?: number };
     const body: { code: string; message: string; earliestSeq?: number } = {
       code: e.code,
-      message: String(e.message ?? e.code),
+      message: publicMessage(e.code, e.message),
     };
     if (typeof e.earliestSeq === "number") body.earliestSeq = e.earliestSeq;
     return { error: body };
@@ -52,6 +52,16 @@ export function errorBody(err: unknown): {
     return { error: { code: FS_CODES[code], message: fsMessage(FS_CODES[code]) } };
   }
   return { error: { code: "EINTERNAL", message: "internal error" } };
+}
+
+/**
+ * The message a client may see. An EINTERNAL error wraps a failure of the
+ * server or its backend (a Redis reply such as "OOM command not allowed", a
+ * SQLite error, a path): its text is logged with the request id, never sent.
+ */
+function publicMessage(code: string, message: string | undefined): string {
+  if (code === "EINTERNAL") return "internal error";
+  return String(message ?? code);
 }
 
 function fsMessage(code: string): string {
@@ -94,7 +104,7 @@ export function errorFrame(id: string | undefined, err: unknown): ErrorFrame {
     ...(id !== undefined ? { id } : {}),
     name: "error",
     code: e.code,
-    message: e.message,
+    message: publicMessage(e.code, e.message),
   };
   if (e.earliestSeq !== undefined) frame.earliestSeq = e.earliestSeq;
   return frame;
@@ -116,6 +126,7 @@ export function sendError(
   res.setHeader("content-type", "application/json; charset=utf-8");
   res.setHeader("content-length", Buffer.byteLength(body));
   res.setHeader("cache-control", "no-store");
+  res.setHeader("x-content-type-options", "nosniff");
   if (headers) for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
   if (e.status === 401) res.setHeader("www-authenticate", 'Bearer realm="agent-computer"');
   res.end(body);
@@ -128,6 +139,7 @@ export function sendJson(res: ServerResponse, status: number, value: unknown): v
   res.setHeader("content-type", "application/json; charset=utf-8");
   res.setHeader("content-length", Buffer.byteLength(body));
   res.setHeader("cache-control", "no-store");
+  res.setHeader("x-content-type-options", "nosniff");
   res.end(body);
 }
 
@@ -140,6 +152,7 @@ export function rejectUpgrade(socket: Duplex, err: unknown): void {
     `HTTP/1.1 ${e.status} ${statusText(e.status)}\r\n` +
       "Connection: close\r\n" +
       "Content-Type: application/json; charset=utf-8\r\n" +
+      "X-Content-Type-Options: nosniff\r\n" +
       `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
   );
 }

@@ -39,6 +39,12 @@ export interface ChannelLimits {
   maxRecentBytes: number;
   /** UI events kept (oldest dropped). */
   maxEvents: number;
+  /**
+   * Bytes of UI events kept (as JSON; oldest dropped, the newest always
+   * kept). A count alone does not bound memory: 10,000 events of 1 MiB each
+   * would be 10 GiB.
+   */
+  maxEventBytes: number;
 }
 
 export const DEFAULT_CHANNEL_LIMITS: ChannelLimits = {
@@ -47,6 +53,7 @@ export const DEFAULT_CHANNEL_LIMITS: ChannelLimits = {
   maxRecent: 1000,
   maxRecentBytes: 4 * 1024 * 1024,
   maxEvents: 10_000,
+  maxEventBytes: 8 * 1024 * 1024,
 };
 
 /** One retained or live command with its seq. */
@@ -103,6 +110,9 @@ export class UiChannel {
   private readonly widgets = new Map<string, { render: number; update?: number }>();
   private readonly subscribers = new Set<Subscriber>();
   private readonly events: LoggedUiEvent[] = [];
+  /** JSON size of each entry of `events`, and their sum. */
+  private readonly eventSizes: number[] = [];
+  private eventBytes = 0;
   private eventsLastSeq = 0;
   private readonly eventWaiters = new Set<() => void>();
   private readonly eventListeners = new Set<(ev: LoggedUiEvent) => void>();
@@ -292,9 +302,22 @@ export class UiChannel {
   postEvent(input: unknown): LoggedUiEvent {
     const ev = checkUiEvent(input);
     const logged = { ...ev, seq: ++this.eventsLastSeq } as LoggedUiEvent;
+    const size = Buffer.byteLength(JSON.stringify(logged));
     this.events.push(logged);
-    if (this.events.length > this.limits.maxEvents)
-      this.events.splice(0, this.events.length - this.limits.maxEvents);
+    this.eventSizes.push(size);
+    this.eventBytes += size;
+    let drop = Math.max(0, this.events.length - this.limits.maxEvents);
+    let bytes = this.eventBytes;
+    for (let i = 0; i < drop; i++) bytes -= this.eventSizes[i]!;
+    while (drop < this.events.length - 1 && bytes > this.limits.maxEventBytes) {
+      bytes -= this.eventSizes[drop]!;
+      drop++;
+    }
+    if (drop > 0) {
+      this.events.splice(0, drop);
+      this.eventSizes.splice(0, drop);
+      this.eventBytes = bytes;
+    }
     for (const l of this.eventListeners) {
       try {
         l(logged);

@@ -3,6 +3,7 @@
 // writes it as exec-wire or SSE). This file validates requests and maps them
 // onto the ComputerApi; it knows nothing about how events are encoded.
 
+import type { ServerResponse } from "node:http";
 import { checkPtySize } from "../../runtime/pty.js";
 import type { ExecHandle, ExecOptions, ExecSpec } from "../../runtime/types.js";
 import { encodeBase64 } from "../../wire/base64.js";
@@ -13,6 +14,8 @@ import { sendJson } from "../http/errors.js";
 import type { RouteContext, Router } from "../http/router.js";
 import { negotiateFormat, streamEvents } from "../streaming/http-stream.js";
 import { afterOfRequest } from "../streaming/subscribe.js";
+import { ResultGate, waitForEnd } from "./result-gate.js";
+import { SpawnPacer } from "./spawn-pacer.js";
 
 const EXEC_FIELDS = [
   "id",
@@ -135,6 +138,7 @@ function refuseWhenClosing(deps: ServerDeps): void {
 
 /** Registers /v1/execs routes on `router`. */
 export function registerExecRoutes(router: Router, deps: ServerDeps): void {
+  const pacer = new SpawnPacer();
   router.post("/v1/execs", async (req, res, _params, ctx: RouteContext) => {
     refuseWhenClosing(deps);
     const streamParam = ctx.url.searchParams.get("stream");
@@ -143,6 +147,8 @@ export function registerExecRoutes(router: Router, deps: ServerDeps): void {
     const format = wantStream ? negotiateFormat(req, ctx.url) : undefined;
     const body = await readJsonBody(req, { limit: deps.limits.maxJsonBytes });
     const { spec, options } = parseExecBody(body);
+    await pacer.turn();
+    refuseWhenClosing(deps);
     const handle = await deps.computer.exec(spec, options);
     const location = `/v1/execs/${encodeURIComponent(handle.id)}`;
     if (format === undefined) {
@@ -180,9 +186,18 @@ export function registerExecRoutes(router: Router, deps: ServerDeps): void {
     });
   });
 
+  const resultGate = new ResultGate(deps.limits.maxConcurrentResults);
   router.get("/v1/execs/:id/result", async (_req, res, params) => {
     const handle = await getHandle(deps, params.id!);
-    const r = await handle.result();
+    const gone = new AbortController();
+    res.once("close", () => gone.abort(new ComputerError("EUNAVAILABLE", "client went away")));
+    await waitForEnd(handle, gone.signal);
+    gone.signal.throwIfAborted();
+    await resultGate.run(() => sendResult(res, handle, gone.signal), gone.signal);
+  });
+
+  async function sendResult(res: ServerResponse, handle: ExecHandle, signal: AbortSignal) {
+    const r = await handle.result({ signal });
     const bytes = typeof r.stdout !== "string";
     sendJson(res, 200, {
       id: r.id,
@@ -194,7 +209,7 @@ export function registerExecRoutes(router: Router, deps: ServerDeps): void {
       stderr: bytes ? encodeBase64(r.stderr as Uint8Array) : r.stderr,
       truncated: r.truncated,
     });
-  });
+  }
 
   router.post("/v1/execs/:id/kill", async (req, res, params) => {
     const body = await readJsonBody(req, { limit: deps.limits.maxJsonBytes, allowEmpty: true });

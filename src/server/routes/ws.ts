@@ -3,7 +3,7 @@
 // Client -> server, JSON text messages:
 //   {"type":"subscribe","id":"r1","after":0|"tail","heartbeats":true}
 //   {"type":"resume","id":"r1","after":41}     (same as subscribe; after required)
-//   {"type":"unsubscribe","id":"r1"}
+//   {"type":"unsubscribe","id":"r1"}          (answered {"id":"r1","name":"unsubscribed"})
 //   {"type":"stdin","id":"r1","data":"ls\r"}   (or "b64": bytes; in order per socket)
 //   {"type":"resize","id":"r1","cols":120,"rows":40}   (pty executions, routes/pty.ts)
 // Server -> client, text messages holding one or more complete exec-wire lines
@@ -191,6 +191,11 @@ export function registerWebSocket(router: Router, deps: ServerDeps): WsEndpoint 
         const msg = parseMessage(envelope);
         if (msg.type === "unsubscribe") {
           unsubscribe(id);
+          // Acknowledged with an extension frame (an unknown name with an id,
+          // which exec-wire decoders skip), never an error frame: after it no
+          // frame of that subscription follows.
+          if (!sink.closed)
+            ws.send(`${JSON.stringify({ id, name: "unsubscribed" })}\n`, { binary: false });
           return;
         }
         void subscribe(id, msg.after, msg.heartbeats);

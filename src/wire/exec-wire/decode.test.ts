@@ -129,10 +129,16 @@ describe("exec-wire decoding: malformed lines", () => {
     ]);
   });
 
-  it("push returns the events before a failure; the next call throws it, and keeps throwing", () => {
+  it("push throws the failure at once, with the events before it; later calls keep throwing", () => {
     const d = new ExecWireDecoder();
-    const evs = d.push(bytes(`${good}oops\n${good}`));
-    expect(evs).toHaveLength(1);
+    let caught: ExecWireError | undefined;
+    try {
+      d.push(bytes(`${good}oops\n${good}`));
+    } catch (err) {
+      caught = err as ExecWireError;
+    }
+    expect(caught).toMatchObject({ code: "EINVAL", line: 2 });
+    expect(caught!.events).toHaveLength(1);
     expect(() => d.push(bytes(good))).toThrow(ExecWireError);
     expect(() => d.end()).toThrow(expect.objectContaining({ code: "EINVAL", line: 2 }));
   });

@@ -50,6 +50,11 @@ import type {
 export class ExecWireError extends WireLineError {
   /** For a producer's error frame: the frame's fields as received. */
   readonly frame?: Record<string, unknown>;
+  /**
+   * Thrown by ExecWireDecoder.push/end: the events that chunk completed
+   * before the failure, delivered with the error so none is lost.
+   */
+  events?: ExecEvent[];
 
   constructor(
     code: ErrorCode,

@@ -171,6 +171,27 @@ describe("exec-wire decoding: line limit", () => {
     }
   });
 
+  it("ELIMIT is raised by the push that makes the line too long, with that chunk's earlier events", () => {
+    const d = new ExecWireDecoder({ maxLineBytes: 100 });
+    // One chunk: three complete lines, then 150 bytes of a line with no LF yet.
+    const chunk = bytes(`${WIRE_EXAMPLE}${long.slice(0, 150)}`);
+    let caught: ExecWireError | undefined;
+    try {
+      d.push(chunk);
+    } catch (err) {
+      caught = err as ExecWireError;
+    }
+    expect(caught?.code).toBe("ELIMIT");
+    expect(caught?.events).toEqual(WIRE_EVENTS);
+    // Later calls throw it again, without delivering the events twice.
+    expect(() => d.push(bytes("x\n"))).toThrow(/maxLineBytes/);
+    try {
+      d.end();
+    } catch (err) {
+      expect((err as ExecWireError).events).toBeUndefined();
+    }
+  });
+
   it("a line of exactly maxLineBytes passes, with LF or CRLF", () => {
     const line = WIRE_EXAMPLE.split("\n")[0]!;
     const max = bytes(line).length;

@@ -51,10 +51,13 @@ const textDecoder = new TextDecoder("utf-8", { ignoreBOM: true });
  * anywhere, get complete events back in batches.
  *
  * Errors: without `onError`, a malformed or over-long line fails the decoder;
- * so does a producer's error frame (always). `push` first returns the events
- * that came before the failure in that chunk, and the next `push`/`end`
- * throws the `ExecWireError` (immediately if there were no such events), so
- * nothing decoded is lost. Once failed, every later call throws it again.
+ * so does a producer's error frame (always). The `push`/`end` that makes the
+ * failure known throws the `ExecWireError` at once (an over-long line as soon
+ * as the bytes pending for it pass the limit, before its LF), and the events
+ * that chunk completed before the failure travel with it as `error.events`,
+ * so nothing decoded is lost and no caller waits for input that may never
+ * come to learn of the error. Once failed, every later call throws it again
+ * (without `events`).
  */
 export class ExecWireDecoder<V extends Chunk = Chunk> {
   readonly #max: number;
@@ -106,14 +109,16 @@ export class ExecWireDecoder<V extends Chunk = Chunk> {
   #check(): void {
     if (this.#failed !== undefined) {
       this.#failedThrown = true;
+      delete this.#failed.events; // delivered once, by the call that failed
       throw this.#failed;
     }
     if (this.#ended) throw new ComputerError("ECLOSED", "exec-wire decoder already ended");
   }
 
   #settle(out: ExecEvent<V>[]): ExecEvent<V>[] {
-    if (this.#failed !== undefined && out.length === 0 && !this.#failedThrown) {
+    if (this.#failed !== undefined && !this.#failedThrown) {
       this.#failedThrown = true;
+      if (out.length > 0) this.#failed.events = out;
       throw this.#failed;
     }
     return out;

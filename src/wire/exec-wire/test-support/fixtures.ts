@@ -46,6 +46,7 @@ export function decodeAll(
     for (const c of chunks) events.push(...d.push(c));
     events.push(...d.end());
   } catch (err) {
+    events.push(...((err as ExecWireError).events ?? []));
     return { events, error: err as ExecWireError };
   }
   return { events };

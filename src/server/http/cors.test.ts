@@ -17,13 +17,13 @@ function fakeResponse() {
 }
 
 describe("applyCors", () => {
-  it("echoes the origin, varies on Origin and exposes x-request-id and location", () => {
+  it("echoes the origin, varies on Origin and exposes x-request-id, location and mcp-session-id", () => {
     const { res, headers } = fakeResponse();
     applyCors(res, "https://app.example");
     expect(headers).toEqual({
       "access-control-allow-origin": "https://app.example",
       vary: "Origin",
-      "access-control-expose-headers": "x-request-id, location",
+      "access-control-expose-headers": "x-request-id, location, mcp-session-id",
     });
   });
 

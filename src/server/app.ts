@@ -15,6 +15,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { ComputerApi } from "../runtime/types.js";
+import type { EventLog } from "../store/types.js";
 import { ComputerError } from "../wire/errors.js";
 import { registerDashboard } from "./dashboard.js";
 import { DEFAULT_LIMITS, type LoggerFn, type ServerDeps, type ServerLimits } from "./deps.js";
@@ -22,6 +23,8 @@ import { createExecObserver, type ExecObserver } from "./exec-observer.js";
 import { Auth, generateToken } from "./http/auth.js";
 import { Router } from "./http/router.js";
 import { createMetrics, type ServerMetrics } from "./metrics.js";
+import { RelayStore } from "./relay/persist.js";
+import { UiRelay } from "./relay/registry.js";
 import { registerUiRoutes } from "./relay/routes.js";
 import { registerExecRoutes } from "./routes/exec.js";
 import { registerFilesRoutes } from "./routes/files.js";
@@ -144,7 +147,22 @@ export function createComputerServer(options: ComputerServerOptions): ComputerSe
   registerPtyRoutes(router, deps);
   registerFilesRoutes(router, deps);
   const ws = registerWebSocket(router, deps);
-  const relay = registerUiRoutes(router, {});
+  // The relay journals its channels in the computer's event log (docs/ui.md, "Persistence").
+  const { eventLog: eventLogOf, nodeId } = computer as {
+    eventLog?: () => Promise<EventLog>;
+    nodeId?: unknown;
+  };
+  const relay = registerUiRoutes(router, {
+    relay: new UiRelay(
+      {},
+      eventLogOf
+        ? new RelayStore(eventLogOf.call(computer), {
+            ...(typeof nodeId === "string" ? { nodeId } : {}),
+            logger,
+          })
+        : undefined,
+    ),
+  });
   const dashboard = registerDashboard(router, { computer, relay });
   execs.attach(dashboard);
 
@@ -203,6 +221,7 @@ export function createComputerServer(options: ComputerServerOptions): ComputerSe
         const stopped = new Promise<void>((resolve) => httpServer.close(() => resolve()));
         httpServer.closeIdleConnections();
         await mcp.close();
+        await relay.flush().catch(() => {});
         try {
           await computer.close();
         } catch (err) {

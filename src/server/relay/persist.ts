@@ -4,9 +4,12 @@
 // synchronous; this is a write-behind journal beside it.
 //
 // Shape of what is stored (docs/ui.md, "Persistence"):
-//   record id  `~aui/<channel>` — `~` cannot start an execution id, so these
-//              records never collide with executions (and the Computer leaves
-//              them out of its listing);
+//   record id  `~aui/<node>/<channel>` — `~` cannot start an execution id,
+//              so these records never collide with executions (and the
+//              Computer leaves them out of its listing); the node id keeps
+//              the relays of cluster nodes sharing one Redis log apart (each
+//              node's relay is its own, and a restarted node takes back its
+//              own channels only);
 //   events     {name: "stdout", value: <JSON text>}, one per operation:
 //              {k:"s", s: snapshot}   the channel's whole state (first event)
 //              {k:"c", c: command}    an accepted command, in seq order
@@ -75,6 +78,10 @@ export class RelayStore {
     return p;
   }
 
+  private get prefix(): string {
+    return `${RELAY_LOG_PREFIX}${this.options.nodeId ?? "local"}/`;
+  }
+
   private get eventLog(): EventLog {
     return this.log!;
   }
@@ -85,9 +92,10 @@ export class RelayStore {
     if (log instanceof MemoryEventLog) return out;
     this.log = log;
     this.capacity = log.capacityBytes;
-    const recs = (await this.eventLog.list()).filter((r) => r.id.startsWith(RELAY_LOG_PREFIX));
+    const prefix = this.prefix;
+    const recs = (await this.eventLog.list()).filter((r) => r.id.startsWith(prefix));
     for (const rec of recs) {
-      const name = rec.id.slice(RELAY_LOG_PREFIX.length);
+      const name = rec.id.slice(prefix.length);
       try {
         const ch = await this.rebuild(rec.id, name, limits);
         if (ch) out.set(name, ch);
@@ -131,7 +139,7 @@ export class RelayStore {
    * with the channel's current state, then appends each operation.
    */
   attach(channel: UiChannel): void {
-    const logId = RELAY_LOG_PREFIX + channel.name;
+    const logId = this.prefix + channel.name;
     const prev = this.records.get(channel.name);
     const r: Record = {
       logId,
@@ -165,6 +173,12 @@ export class RelayStore {
       r.channel.journal = undefined;
       this.write(r, JSON.stringify({ k: "end" }));
     }
+    await Promise.all([...this.records.values()].map((r) => r.chain));
+  }
+
+  /** Resolves once every write so far is in the log (no clean-shutdown marker: what a crash leaves). */
+  async settled(): Promise<void> {
+    await this.loaded;
     await Promise.all([...this.records.values()].map((r) => r.chain));
   }
 

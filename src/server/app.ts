@@ -93,6 +93,8 @@ export interface ComputerServer {
  * for a reconnect (a dropped connection gets a short grace to come back).
  */
 const UNAVAILABLE_WAIT_MS = 1000;
+/** Longest wait at shutdown for the A@UI relay's journal (docs/ui.md, "Persistence"). */
+const RELAY_FLUSH_MS = 5000;
 
 async function requireEventLog(computer: ComputerApi): Promise<void> {
   if (!computer.health) return;
@@ -221,7 +223,11 @@ export function createComputerServer(options: ComputerServerOptions): ComputerSe
         const stopped = new Promise<void>((resolve) => httpServer.close(() => resolve()));
         httpServer.closeIdleConnections();
         await mcp.close();
-        await relay.flush().catch(() => {});
+        // The relay's journal goes into the log before it closes (bounded: a log backend that is down must not hold the shutdown).
+        await Promise.race([
+          relay.flush().catch(() => {}),
+          new Promise((r) => setTimeout(r, RELAY_FLUSH_MS).unref()),
+        ]);
         try {
           await computer.close();
         } catch (err) {

@@ -15,6 +15,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { ComputerApi } from "../runtime/types.js";
+import type { EventLog } from "../store/types.js";
 import { ComputerError } from "../wire/errors.js";
 import { registerDashboard } from "./dashboard.js";
 import { DEFAULT_LIMITS, type LoggerFn, type ServerDeps, type ServerLimits } from "./deps.js";
@@ -23,6 +24,8 @@ import { Auth, generateToken } from "./http/auth.js";
 import { defaultMaxConnections, limitConnections } from "./http/connections.js";
 import { Router } from "./http/router.js";
 import { createMetrics, type ServerMetrics } from "./metrics.js";
+import { RelayStore } from "./relay/persist.js";
+import { UiRelay } from "./relay/registry.js";
 import { registerUiRoutes } from "./relay/routes.js";
 import { registerExecRoutes } from "./routes/exec.js";
 import { registerFilesRoutes } from "./routes/files.js";
@@ -93,6 +96,8 @@ export interface ComputerServer {
  * for a reconnect (a dropped connection gets a short grace to come back).
  */
 const UNAVAILABLE_WAIT_MS = 1000;
+/** Longest wait at shutdown for the A@UI relay's journal (docs/ui.md, "Persistence"). */
+const RELAY_FLUSH_MS = 5000;
 
 async function requireEventLog(computer: ComputerApi): Promise<void> {
   if (!computer.health) return;
@@ -159,7 +164,22 @@ export function createComputerServer(options: ComputerServerOptions): ComputerSe
   registerPtyRoutes(router, deps);
   registerFilesRoutes(router, deps);
   const ws = registerWebSocket(router, deps);
-  const relay = registerUiRoutes(router, {});
+  // The relay journals its channels in the computer's event log (docs/ui.md, "Persistence").
+  const { eventLog: eventLogOf, nodeId } = computer as {
+    eventLog?: () => Promise<EventLog>;
+    nodeId?: unknown;
+  };
+  const relay = registerUiRoutes(router, {
+    relay: new UiRelay(
+      {},
+      eventLogOf
+        ? new RelayStore(eventLogOf.call(computer), {
+            ...(typeof nodeId === "string" ? { nodeId } : {}),
+            logger,
+          })
+        : undefined,
+    ),
+  });
   const dashboard = registerDashboard(router, { computer, relay });
   execs.attach(dashboard);
 
@@ -224,6 +244,11 @@ export function createComputerServer(options: ComputerServerOptions): ComputerSe
         const stopped = new Promise<void>((resolve) => httpServer.close(() => resolve()));
         httpServer.closeIdleConnections();
         await mcp.close();
+        // The relay's journal goes into the log before it closes (bounded: a log backend that is down must not hold the shutdown).
+        await Promise.race([
+          relay.flush().catch(() => {}),
+          new Promise((r) => setTimeout(r, RELAY_FLUSH_MS).unref()),
+        ]);
         try {
           await computer.close();
         } catch (err) {

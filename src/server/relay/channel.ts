@@ -22,6 +22,10 @@
 //   rises; a resume from below the floor is ELOG_TRUNCATED and the page
 //   starts over from a snapshot (after=0). If only live widgets remain, a new
 //   render is refused with ELIMIT, never silently lost.
+// - Persistence is outside this class (persist.ts): a `journal` hook sees
+//   every accepted command and UI event in order, and `snapshot()` /
+//   `UiChannel.restore()` carry the whole state (seqs, compaction, events)
+//   across a server restart unchanged.
 
 import type { Command, UiEvent } from "../../aui/types.js";
 import { validateCommand, validateUiEvent } from "../../aui/validate.js";
@@ -83,6 +87,27 @@ export interface Published {
   widgetId?: string;
 }
 
+/** What the journal hook sees: an accepted command or a logged UI event, in channel order. */
+export type JournalOp = { k: "c"; c: Command } | { k: "e"; e: LoggedUiEvent };
+
+/** A channel's whole state as JSON data (persist.ts stores it; `UiChannel.restore` reads it). */
+export interface ChannelSnapshot {
+  v: 1;
+  lastSeq: number;
+  floor: number;
+  recent: RelayEntry[];
+  /** [seq, command, droppable] in seq order. */
+  retained: [number, Command, boolean][];
+  /** [widget id, render seq, update seq or 0]. */
+  widgets: [string, number, number][];
+  events: LoggedUiEvent[];
+  eventsLastSeq: number;
+  /** Seqs a crashed server may have shown but not stored: resuming inside this range is ELOG_TRUNCATED. */
+  lost?: [number, number];
+  /** The same for UI event seqs. */
+  lostEvents?: [number, number];
+}
+
 /** Size of a command as the bounds count it. */
 function sizeOf(command: Command): number {
   return JSON.stringify(command).length;
@@ -116,6 +141,11 @@ export class UiChannel {
   private eventsLastSeq = 0;
   private readonly eventWaiters = new Set<() => void>();
   private readonly eventListeners = new Set<(ev: LoggedUiEvent) => void>();
+  /** Cursors in (lost[0], lost[1]] may have been seen before a crash but were not stored. */
+  private lost?: [number, number];
+  private lostEvents?: [number, number];
+  /** Called with every accepted command and logged UI event, synchronously, in order (persistence). */
+  journal?: (op: JournalOp) => void;
 
   constructor(
     name: string,
@@ -176,6 +206,7 @@ export class UiChannel {
     this.recent.push(entry);
     this.recentBytes += bytes;
     this.trimRecent();
+    this.journal?.({ k: "c", c: command });
     for (const s of this.subscribers) s(entry);
     return widgetId === undefined ? { seq } : { seq, widgetId };
   }
@@ -253,6 +284,13 @@ export class UiChannel {
         { earliestSeq: 0 },
       );
     }
+    if (this.lost && after > this.lost[0] && after <= this.lost[1]) {
+      throw new ComputerError(
+        "ELOG_TRUNCATED",
+        `cursor ${after} of channel "${this.name}" was not stored before the server restarted; start over with after=0`,
+        { earliestSeq: 0 },
+      );
+    }
     if (after > 0 && after < this.floor) {
       throw new ComputerError(
         "ELOG_TRUNCATED",
@@ -296,6 +334,71 @@ export class UiChannel {
     for (const w of this.eventWaiters) w();
   }
 
+  // ---- persistence (persist.ts) ----
+
+  /** The whole state as JSON data. */
+  snapshot(): ChannelSnapshot {
+    const snap: ChannelSnapshot = {
+      v: 1,
+      lastSeq: this.lastSeq,
+      floor: this.floor,
+      recent: [...this.recent],
+      retained: [...this.retained].map(([seq, r]) => [seq, r.command, r.droppable]),
+      widgets: [...this.widgets].map(([id, w]) => [id, w.render, w.update ?? 0]),
+      events: [...this.events],
+      eventsLastSeq: this.eventsLastSeq,
+    };
+    if (this.lost) snap.lost = this.lost;
+    if (this.lostEvents) snap.lostEvents = this.lostEvents;
+    return snap;
+  }
+
+  /** Replays what `journal` saw (a restart rebuilding the channel): same seqs, same compaction. */
+  apply(op: JournalOp): void {
+    if (op.k === "c") {
+      this.publish(op.c);
+      return;
+    }
+    const { seq, ...ev } = op.e;
+    this.eventsLastSeq = seq - 1;
+    this.postEvent(ev);
+  }
+
+  /**
+   * After a crash the last commands and events a page or agent saw may not
+   * have been stored: the seqs jump by `gap` so none is handed out twice, and
+   * a cursor inside the skipped range is ELOG_TRUNCATED (start over).
+   */
+  skipAfterCrash(gap: number): void {
+    this.lost = [this.lastSeq, this.lastSeq + gap];
+    this.lastSeq += gap;
+    this.lostEvents = [this.eventsLastSeq, this.eventsLastSeq + gap];
+    this.eventsLastSeq += gap;
+  }
+
+  static restore(name: string, limits: ChannelLimits, snap: ChannelSnapshot): UiChannel {
+    const ch = new UiChannel(name, limits);
+    ch.lastSeq = snap.lastSeq;
+    ch.floor = snap.floor;
+    for (const e of snap.recent) {
+      ch.recent.push(e);
+      ch.recentBytes += sizeOf(e.command);
+    }
+    for (const [seq, command, droppable] of snap.retained) ch.retain(seq, command, droppable);
+    for (const [id, render, update] of snap.widgets)
+      ch.widgets.set(id, update > 0 ? { render, update } : { render });
+    for (const e of snap.events) {
+      const size = Buffer.byteLength(JSON.stringify(e));
+      ch.events.push(e);
+      ch.eventSizes.push(size);
+      ch.eventBytes += size;
+    }
+    ch.eventsLastSeq = snap.eventsLastSeq;
+    if (snap.lost) ch.lost = snap.lost;
+    if (snap.lostEvents) ch.lostEvents = snap.lostEvents;
+    return ch;
+  }
+
   // ---- UI events (UI -> agent) ----
 
   /** Validates and logs one UI event, then tells in-process listeners and waiting readers. */
@@ -304,6 +407,7 @@ export class UiChannel {
     const logged = { ...ev, seq: ++this.eventsLastSeq } as LoggedUiEvent;
     const size = Buffer.byteLength(JSON.stringify(logged));
     this.events.push(logged);
+    this.journal?.({ k: "e", e: logged });
     this.eventSizes.push(size);
     this.eventBytes += size;
     let drop = Math.max(0, this.events.length - this.limits.maxEvents);
@@ -343,6 +447,13 @@ export class UiChannel {
 
   /** Events with seq > after. Throws ELOG_TRUNCATED when some were dropped. */
   readEvents(after: number, limit = 1000): LoggedUiEvent[] {
+    if (this.lostEvents && after > this.lostEvents[0] && after <= this.lostEvents[1]) {
+      throw new ComputerError(
+        "ELOG_TRUNCATED",
+        `event cursor ${after} of channel "${this.name}" was not stored before the server restarted`,
+        { earliestSeq: 0 },
+      );
+    }
     if (after > this.eventsLastSeq) {
       throw new ComputerError(
         "ELOG_TRUNCATED",
@@ -356,7 +467,15 @@ export class UiChannel {
         earliestSeq: first,
       });
     }
-    const start = Math.max(0, this.events.length - (this.eventsLastSeq - after));
+    // Binary search: seqs increase but may jump once (skipAfterCrash).
+    let lo = 0;
+    let hi = this.events.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.events[mid]!.seq <= after) lo = mid + 1;
+      else hi = mid;
+    }
+    const start = lo;
     return this.events.slice(start, start + limit);
   }
 

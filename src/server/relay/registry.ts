@@ -2,6 +2,9 @@
 // explicitly to the routes and the dashboard (no module-level state, so two
 // servers in one process never share channels). It names, creates, lists and
 // closes channels and holds the limits every channel and transport uses.
+// With a RelayStore (persist.ts: the server's SQLite or Redis log) the
+// channels survive a restart: `ready` resolves once the stored ones are
+// rebuilt, and the routes wait for it before touching a channel.
 
 import { ComputerError } from "../../wire/errors.js";
 import {
@@ -10,6 +13,7 @@ import {
   type Published,
   UiChannel,
 } from "./channel.js";
+import type { RelayStore } from "./persist.js";
 
 export interface RelayLimits extends Partial<ChannelLimits> {
   /** Channels (default 1,000). */
@@ -43,10 +47,28 @@ export interface ChannelSummary {
 export class UiRelay {
   readonly limits: Required<RelayLimits>;
   private readonly channels = new Map<string, UiChannel>();
+  /** Resolves once the stored channels are rebuilt (at once without a store). */
+  readonly ready: Promise<void>;
 
-  constructor(limits: RelayLimits = {}) {
+  constructor(
+    limits: RelayLimits = {},
+    private readonly store?: RelayStore,
+  ) {
     const set = Object.fromEntries(Object.entries(limits).filter(([, v]) => v !== undefined));
     this.limits = { ...DEFAULT_RELAY_LIMITS, ...set };
+    this.ready = store
+      ? store.load(this.limits).then(
+          (stored) => {
+            // A channel used in-process before the load finished (the dashboard) wins.
+            for (const [name, ch] of stored) {
+              if (this.channels.has(name)) continue;
+              this.channels.set(name, ch);
+              store.attach(ch);
+            }
+          },
+          () => {},
+        )
+      : Promise.resolve();
   }
 
   /** The channel by name, created on first use (a closed one is replaced by a fresh one). */
@@ -62,6 +84,7 @@ export class UiRelay {
         throw new ComputerError("ELIMIT", "too many UI channels");
       ch = new UiChannel(name, this.limits);
       this.channels.set(name, ch);
+      this.store?.attach(ch);
     }
     return ch;
   }
@@ -76,6 +99,13 @@ export class UiRelay {
     if (!ch) return;
     ch.close();
     this.channels.delete(name);
+    this.store?.remove(name);
+  }
+
+  /** Waits until everything journaled is in the log (call before the log closes). */
+  async flush(): Promise<void> {
+    await this.ready;
+    await this.store?.flush();
   }
 
   list(): ChannelSummary[] {

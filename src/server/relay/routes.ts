@@ -27,9 +27,13 @@ export function registerUiRoutes(router: Router, deps: UiRoutesDeps = {}): UiRel
   const { limits } = relay;
   const sockets = new RelayWebSockets(limits);
 
-  router.get("/v1/ui", (_req, res) => sendJson(res, 200, { channels: relay.list() }));
+  router.get("/v1/ui", async (_req, res) => {
+    await relay.ready;
+    sendJson(res, 200, { channels: relay.list() });
+  });
 
   router.post("/v1/ui/:channel/commands", async (req, res, params) => {
+    await relay.ready;
     const ch = relay.channel(params.channel!);
     const body = await readJsonBody(req);
     // One command, or {commands:[...]} for a batch.
@@ -42,21 +46,25 @@ export function registerUiRoutes(router: Router, deps: UiRoutesDeps = {}): UiRel
     sendJson(res, 200, toPublishAnswer(ch.publish(body)));
   });
 
-  router.delete("/v1/ui/:channel", (_req, res, params) => {
+  router.delete("/v1/ui/:channel", async (_req, res, params) => {
+    await relay.ready;
     relay.deleteChannel(params.channel!);
     res.statusCode = 204;
     res.end();
   });
 
-  router.get("/v1/ui/:channel/stream", (req, res, params, ctx) =>
-    serveSse(relay.channel(params.channel!), req, res, ctx.url, limits),
-  );
+  router.get("/v1/ui/:channel/stream", async (req, res, params, ctx) => {
+    await relay.ready;
+    return serveSse(relay.channel(params.channel!), req, res, ctx.url, limits);
+  });
 
-  router.get("/v1/ui/:channel/poll", (req, res, params, ctx) =>
-    servePoll(relay.channel(params.channel!), req, res, ctx.url, limits),
-  );
+  router.get("/v1/ui/:channel/poll", async (req, res, params, ctx) => {
+    await relay.ready;
+    return servePoll(relay.channel(params.channel!), req, res, ctx.url, limits);
+  });
 
-  router.upgrade("/v1/ui/:channel/ws", (req, socket, head, params, ctx) => {
+  router.upgrade("/v1/ui/:channel/ws", async (req, socket, head, params, ctx) => {
+    await relay.ready;
     const ch = relay.channel(params.channel!);
     const after = parseChannelAfter(ctx.url.searchParams.get("after"), "after");
     const envelope = ctx.url.searchParams.get("cursors") === "1";
@@ -65,6 +73,7 @@ export function registerUiRoutes(router: Router, deps: UiRoutesDeps = {}): UiRel
   });
 
   router.post("/v1/ui/:channel/events", async (req, res, params) => {
+    await relay.ready;
     const ch = relay.channel(params.channel!);
     const ev = ch.postEvent(await readJsonBody(req));
     sendJson(res, 200, { seq: ev.seq });
@@ -72,6 +81,7 @@ export function registerUiRoutes(router: Router, deps: UiRoutesDeps = {}): UiRel
 
   // The agent's read of UI events: a long poll, resumable by seq.
   router.get("/v1/ui/:channel/events", async (req, res, params, ctx) => {
+    await relay.ready;
     const ch = relay.channel(params.channel!);
     const after = parseAfter(ctx.url.searchParams.get("after"));
     if (after === "tail") {

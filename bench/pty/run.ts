@@ -21,9 +21,9 @@ import { numberOption } from "../support/args.js";
 import { startNodeProcess, stopProcess } from "../support/processes.js";
 import { median, percentile } from "../support/stats.js";
 
-const KEYS = numberOption("--keys", 500);
-const SIZE_MIB = numberOption("--size", 256);
-const REPS = numberOption("--reps", 3);
+const KEYS = numberOption("keys", 500);
+const SIZE_MIB = numberOption("size", 256);
+const REPS = numberOption("reps", 3);
 const TOKEN = "bench-token";
 const here = path.dirname(fileURLToPath(import.meta.url));
 const cli = path.resolve(here, "../../src/cli/main.js");

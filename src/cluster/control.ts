@@ -1,4 +1,5 @@
-// Control routing between nodes: kill / stdin write / stdin end / dispose for
+// Control routing between nodes: kill / stdin write / stdin end / dispose /
+// terminal resize for
 // an execution owned by another node travel through Redis to the owner, and
 // the owner's result (ok, or an error with its `code`) comes back to the
 // caller.
@@ -22,7 +23,7 @@ import type { RedisKeys } from "../store/redis/keys.js";
 import type { RedisEventLog } from "../store/redis/log.js";
 import { ComputerError, toErrorCode } from "../wire/errors.js";
 
-export type ControlOp = "kill" | "write" | "end" | "dispose";
+export type ControlOp = "kill" | "write" | "end" | "dispose" | "resize";
 
 /** What the owning node does with a request (implemented over the local Computer). */
 export interface ControlHandler {
@@ -30,6 +31,8 @@ export interface ControlHandler {
   write(id: string, chunk: Uint8Array): Promise<void>;
   end(id: string): Promise<void>;
   dispose(id: string): Promise<void>;
+  /** Resize a pty execution's terminal; a handler without it answers EUNAVAILABLE. */
+  resize?(id: string, size: { cols: number; rows: number }): Promise<void>;
 }
 
 export interface ControlOptions {
@@ -108,7 +111,7 @@ export class ControlChannel {
     node: string,
     op: ControlOp,
     id: string,
-    extra: { signal?: string; data?: Uint8Array } = {},
+    extra: { signal?: string; data?: Uint8Array; size?: { cols: number; rows: number } } = {},
   ): Promise<void> {
     if (this.closed) return Promise.reject(new ComputerError("ECLOSED", "cluster node is closed"));
     const rid = `${this.nodeId}:${++this.counter}:${Date.now().toString(36)}`;
@@ -142,6 +145,7 @@ export class ControlChannel {
         deadline,
       ];
       if (extra.signal) args.push("signal", extra.signal);
+      if (extra.size) args.push("cols", extra.size.cols, "rows", extra.size.rows);
       if (extra.data) {
         const d = extra.data;
         args.push("data", Buffer.from(d.buffer, d.byteOffset, d.byteLength));
@@ -236,6 +240,14 @@ export class ControlChannel {
           return h.end(id);
         case "dispose":
           return h.dispose(id);
+        case "resize": {
+          if (!h.resize) {
+            throw new ComputerError("EUNAVAILABLE", `node ${this.nodeId} cannot resize terminals`);
+          }
+          const cols = Number(f.get("cols")?.toString());
+          const rows = Number(f.get("rows")?.toString());
+          return h.resize(id, { cols, rows }); // the handler validates the size
+        }
         default:
           throw new ComputerError("EINVAL", `unknown control op ${String(op)}`);
       }

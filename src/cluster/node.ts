@@ -1,8 +1,8 @@
 // One node of a cluster: the shared RedisEventLog, this node's liveness and
 // sweeper, and control routing. It hands the runtime a `RemoteControl` (what
 // to do with an execution that is in the shared log but runs on another node)
-// and serves the same four operations for its own executions, by calling the
-// local Computer.
+// and serves the same operations (kill, stdin write/end, dispose, terminal
+// resize) for its own executions, by calling the local Computer.
 //
 //   const cluster = await ClusterNode.start({ redis: "redis://…", nodeId: "a" });
 //   const computer = new Computer({ workspace, eventLog: cluster.eventLog, nodeId: "a", remote: cluster.remote });
@@ -12,8 +12,8 @@
 //
 // Operations on an execution whose owner is dead do not wait for a timeout:
 // `kill` closes it as lost right away (that is what the sweeper would do a
-// few seconds later), `dispose` deletes it from the log, `write`/`end` fail
-// with ENETWORK naming the node.
+// few seconds later), `dispose` deletes it from the log, `write`/`end`/`resize`
+// fail with ENETWORK naming the node.
 
 import type { Redis } from "ioredis";
 import type { RedisSpec } from "../store/redis/connection.js";
@@ -29,6 +29,7 @@ export interface RemoteControl {
   write(rec: ExecRecord, chunk: Uint8Array | string): Promise<void>;
   end(rec: ExecRecord): Promise<void>;
   dispose(rec: ExecRecord): Promise<void>;
+  resize(rec: ExecRecord, size: { cols: number; rows: number }): Promise<void>;
 }
 
 /** The slice of the Computer a node needs to serve control requests. */
@@ -37,6 +38,8 @@ export interface LocalComputer {
   running?(): string[];
   kill(id: string, signal?: string): Promise<void>;
   dispose(id: string): Promise<void>;
+  /** Resize a pty execution's terminal (without it, resize requests answer EUNAVAILABLE). */
+  resize?(id: string, size: { cols: number; rows: number }): Promise<void>;
   get(
     id: string,
   ): Promise<{ write(chunk: Uint8Array | string): Promise<void>; end(): Promise<void> }>;
@@ -93,6 +96,7 @@ export class ClusterNode {
       write: (rec, chunk) =>
         this.route(rec, "write", { data: typeof chunk === "string" ? enc.encode(chunk) : chunk }),
       end: (rec) => this.route(rec, "end"),
+      resize: (rec, size) => this.route(rec, "resize", { size }),
       dispose: (rec) => this.routeDispose(rec),
     };
   }
@@ -124,6 +128,9 @@ export class ClusterNode {
             dispose: (id) => (computer as LocalComputer).dispose(id),
             write: async (id, chunk) => (await (computer as LocalComputer).get(id)).write(chunk),
             end: async (id) => (await (computer as LocalComputer).get(id)).end(),
+            ...(typeof c.resize === "function"
+              ? { resize: (id, size) => (computer as LocalComputer).resize!(id, size) }
+              : {}),
           };
     this.control.setHandler(handler);
     const running = (computer as LocalComputer).running;
@@ -174,13 +181,13 @@ export class ClusterNode {
 
   private async route(
     rec: ExecRecord,
-    op: "write" | "end",
-    extra: { data?: Uint8Array } = {},
+    op: "write" | "end" | "resize",
+    extra: { data?: Uint8Array; size?: { cols: number; rows: number } } = {},
   ): Promise<void> {
     if (!(await this.ownerAlive(rec))) {
       throw new ComputerError(
         "ENETWORK",
-        `execution ${rec.id} runs on node ${rec.node}, which is down; its stdin is gone`,
+        `execution ${rec.id} runs on node ${rec.node}, which is down; its ${op === "resize" ? "terminal" : "stdin"} is gone`,
       );
     }
     await this.control.request(rec.node, op, rec.id, extra);

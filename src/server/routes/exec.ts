@@ -17,7 +17,8 @@ import { afterOfRequest } from "../streaming/subscribe.js";
 import { ResultGate, waitForEnd } from "./result-gate.js";
 import { SpawnPacer } from "./spawn-pacer.js";
 
-const EXEC_FIELDS = [
+/** The fields of an execution request (POST /v1/execs body, WebSocket "exec" message). */
+export const EXEC_FIELDS = [
   "id",
   "command",
   "argv",
@@ -37,8 +38,12 @@ function bad(message: string): ComputerError {
   return new ComputerError("EINVAL", message);
 }
 
-/** Validates a POST /v1/execs body into the runtime's (spec, options). Strict: unknown fields fail. */
-function parseExecBody(body: Record<string, unknown>): {
+/**
+ * Validates an execution request (a POST /v1/execs body, or a WebSocket
+ * "exec" message without its type) into the runtime's (spec, options).
+ * Strict: unknown fields fail. The one validation both transports use.
+ */
+export function parseExecBody(body: Record<string, unknown>): {
   spec: ExecSpec;
   options: ExecOptions;
 } {

@@ -6,6 +6,10 @@
 //   {"type":"unsubscribe","id":"r1"}          (answered {"id":"r1","name":"unsubscribed"})
 //   {"type":"stdin","id":"r1","data":"ls\r"}   (or "b64": bytes; in order per socket)
 //   {"type":"resize","id":"r1","cols":120,"rows":40}   (pty executions, routes/pty.ts)
+//   {"type":"exec","id":"r1","command":"bash","pty":{"cols":80,"rows":24},"heartbeats":true}
+//     (starts execution r1 with the fields of POST /v1/execs, validated by the
+//     same function, and subscribes to it from seq 0; it is queued with the
+//     stdin/resize messages so input sent right after it reaches the new command)
 // Server -> client, text messages holding one or more complete exec-wire lines
 // (each ending in "\n"), so a client feeds every message to the same JSONL
 // decoder it uses over HTTP. A subscription ends after its exit frame, or with
@@ -20,6 +24,7 @@
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import { type WebSocket, WebSocketServer } from "ws";
+import type { ExecHandle } from "../../runtime/types.js";
 import { ComputerError } from "../../wire/errors.js";
 import { encodeErrorFrame } from "../../wire/exec-wire/index.js";
 import { type After, parseAfter } from "../../wire/position.js";
@@ -31,15 +36,33 @@ import { keepAlive } from "../streaming/keepalive.js";
 import { type ByteSink, pumpEvents } from "../streaming/pump.js";
 import { webSocketSink } from "../streaming/sinks.js";
 import { openSubscription } from "../streaming/subscribe.js";
+import { EXEC_FIELDS, parseExecBody } from "./exec.js";
 import { applyTerminalMessage, parseTerminalMessage, TERMINAL_MESSAGE_FIELDS } from "./pty.js";
 
 const MAX_MESSAGE_BYTES = 64 * 1024;
-const MESSAGE_FIELDS = ["type", "id", "after", "heartbeats", ...TERMINAL_MESSAGE_FIELDS];
+const MESSAGE_FIELDS = [
+  "type",
+  "id",
+  "after",
+  "heartbeats",
+  ...TERMINAL_MESSAGE_FIELDS,
+  ...EXEC_FIELDS,
+];
 
-/** A subscribe/resume/unsubscribe message, validated. */
+/** A subscribe/resume/unsubscribe/exec message, validated. */
 type Message =
   | { type: "unsubscribe"; id: string }
-  | { type: "subscribe"; id: string; after: After; heartbeats: boolean };
+  | { type: "subscribe"; id: string; after: After; heartbeats: boolean }
+  | ({ type: "exec"; id: string; heartbeats: boolean } & ReturnType<typeof parseExecBody>);
+
+/** An "exec" message: the POST /v1/execs fields (its `id` is the execution's id) plus heartbeats. */
+function parseExecMessage(msg: Record<string, unknown> & { id: string }): Message {
+  const { type: _type, heartbeats, ...body } = msg;
+  if (heartbeats !== undefined && typeof heartbeats !== "boolean") {
+    throw new ComputerError("EINVAL", "heartbeats must be a boolean");
+  }
+  return { type: "exec", id: msg.id, heartbeats: heartbeats !== false, ...parseExecBody(body) };
+}
 
 /** The JSON object of a text message with a non-empty string `id`; EINVAL otherwise. */
 function parseEnvelope(data: unknown, isBinary: boolean): Record<string, unknown> & { id: string } {
@@ -64,6 +87,11 @@ function parseEnvelope(data: unknown, isBinary: boolean): Record<string, unknown
 
 /** The rest of a message whose envelope is valid; errors belong to that id. */
 function parseMessage(msg: Record<string, unknown> & { id: string }): Message {
+  if (msg.type === "exec") return parseExecMessage(msg);
+  const execOnly = EXEC_FIELDS.filter((k) => k !== "id" && msg[k] !== undefined);
+  if (execOnly.length) {
+    throw new ComputerError("EINVAL", `field(s) of exec messages only: ${execOnly.join(", ")}`);
+  }
   if (msg.type === "unsubscribe") {
     if (msg.after !== undefined || msg.heartbeats !== undefined) {
       throw new ComputerError("EINVAL", "unsubscribe takes only id");
@@ -73,7 +101,7 @@ function parseMessage(msg: Record<string, unknown> & { id: string }): Message {
   if (msg.type !== "subscribe" && msg.type !== "resume") {
     throw new ComputerError(
       "EINVAL",
-      'type must be "subscribe", "resume", "unsubscribe", "stdin" or "resize"',
+      'type must be "exec", "subscribe", "resume", "unsubscribe", "stdin" or "resize"',
     );
   }
   if (msg.type === "resume" && msg.after === undefined) {
@@ -124,13 +152,21 @@ export function registerWebSocket(router: Router, deps: ServerDeps): WsEndpoint 
       }
     };
 
-    /** Streams one subscription until its end; reports its failure as an error frame with its id. */
-    const subscribe = async (id: string, after: After, heartbeats: boolean) => {
+    /**
+     * Streams one subscription until its end; reports its failure as an error
+     * frame with its id. `open` yields the execution (default: look it up).
+     */
+    const subscribe = async (
+      id: string,
+      after: After,
+      heartbeats: boolean,
+      open: () => Promise<ExecHandle> = () => deps.computer.get(id),
+    ) => {
       unsubscribe(id); // re-subscribing is a resume: the new position wins
       const ac = new AbortController();
       subs.set(id, ac);
       try {
-        const handle = await deps.computer.get(id);
+        const handle = await open();
         const sub = await openSubscription(deps, handle, {
           after,
           heartbeats,
@@ -196,6 +232,18 @@ export function registerWebSocket(router: Router, deps: ServerDeps): WsEndpoint 
           // frame of that subscription follows.
           if (!sink.closed)
             ws.send(`${JSON.stringify({ id, name: "unsubscribed" })}\n`, { binary: false });
+          return;
+        }
+        if (msg.type === "exec") {
+          if (deps.isClosing()) throw new ComputerError("EUNAVAILABLE", "server is shutting down");
+          const { spec, options } = msg;
+          // Started in the input queue: stdin/resize sent after it find the command.
+          const started = inputs.then(() => deps.computer.exec(spec, { ...options, id }));
+          inputs = started.then(
+            () => {},
+            () => {},
+          );
+          void subscribe(id, 0, msg.heartbeats, () => started);
           return;
         }
         void subscribe(id, msg.after, msg.heartbeats);

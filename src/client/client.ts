@@ -239,7 +239,7 @@ export class ComputerClient implements ComputerApi {
       abort.abort();
       throw new ComputerError("ENETWORK", "the server answered exec without an execution id");
     }
-    return new RemoteExecHandle(this, id, { body: res.body, abort });
+    return new RemoteExecHandle(this, id, { body: res.body, abort, response: res });
   }
 
   async get(id: string): Promise<RemoteExecHandle> {
@@ -330,6 +330,11 @@ function describe(err: unknown): string {
 interface OpenedStream {
   body: ReadableStream<Uint8Array>;
   abort: AbortController;
+  /**
+   * Held while the stream waits to be read: undici cancels the body of a
+   * Response that is garbage-collected, which ended the stream early.
+   */
+  response: Response;
 }
 
 export class RemoteExecHandle<V extends Chunk = Chunk> implements ExecHandle<V> {

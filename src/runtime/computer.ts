@@ -296,6 +296,7 @@ export class Computer implements ComputerApi {
           execKey: key,
           stdin: pty ? "pipe" : stdin,
           pty,
+          awaitReader: options.awaitReader === true,
           timeoutMs,
           eventLog,
           killGraceMs: this.killGraceMs,

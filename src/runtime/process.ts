@@ -46,6 +46,8 @@ export interface LocalExecOptions {
   id: string;
   /** The record as created in the log; its `pid` is filled in once spawned. */
   record: ExecRecord;
+  /** Hold the command for the reader the caller subscribes next (ExecOptions.awaitReader). */
+  awaitReader?: boolean;
   /** The command's program, for the message when it cannot be started. */
   file: string;
   /** What to spawn (the sandbox's recipe) and how to read and release it after the exit. */
@@ -80,6 +82,8 @@ export class LocalExec {
   private readonly timeoutMs: number | undefined;
   private readonly sequencer: Sequencer;
   private readonly backpressure: Backpressure;
+  /** The reader awaited by `awaitReader`, until the first real one follows. */
+  private placeholder: Reader | undefined;
   private readonly decoders: { stdout: StringDecoder; stderr: StringDecoder } | undefined;
   private readonly killGraceMs: number;
   private readonly drainMs: number;
@@ -124,6 +128,18 @@ export class LocalExec {
     this.backpressure = new Backpressure(o.id, o.eventLog.capacityBytes, o.stallMs, () =>
       this.applyPipes(),
     );
+    if (o.awaitReader) {
+      // Stands at seq 0 for the reader the caller will subscribe, until it does.
+      const placeholder: Reader = {
+        after: 0,
+        lastPull: Date.now(),
+        cut: () => {
+          if (this.placeholder === placeholder) this.placeholder = undefined;
+        },
+      };
+      this.placeholder = placeholder;
+      this.backpressure.add(placeholder);
+    }
     this.sequencer = new Sequencer(o.id, o.eventLog, o.maxUnflushedBytes, this.backpressure, {
       blockedChanged: () => this.applyPipes(),
       // The log refused (closed, unreachable): the process must not keep
@@ -250,6 +266,11 @@ export class LocalExec {
   /** A live reader starts holding the pipes back when it lags. */
   follow(reader: Reader): void {
     this.backpressure.add(reader);
+    const placeholder = this.placeholder;
+    if (placeholder) {
+      this.placeholder = undefined;
+      this.backpressure.remove(placeholder);
+    }
   }
 
   unfollow(reader: Reader): void {

@@ -39,6 +39,14 @@ export interface ExecOptions {
    * Implies `stdin: "pipe"` (another stdin is EINVAL).
    */
   pty?: { cols: number; rows: number };
+  /**
+   * The caller subscribes from seq 0 right after exec() (a server's
+   * stream-on-create route): until that first reader arrives, the command is
+   * held back as if it were already reading, so a fast command cannot fill
+   * the log past what it retains in between. Released after the stall time
+   * (30 s by default) when no reader comes.
+   */
+  awaitReader?: boolean;
 }
 
 /** The current screen of a pty execution, as GET /v1/execs/:id/screen returns it. */

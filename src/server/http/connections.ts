@@ -64,10 +64,12 @@ export function limitConnections(server: Server, limits: ConnectionLimits): () =
   });
   const busy = (socket: Socket) => idle.delete(socket);
   server.on("request", (req, res) => {
-    busy(req.socket);
+    // The socket as it is now: by "finish" the request may have let go of it.
+    const socket = req.socket;
+    busy(socket);
     // Between two requests a kept-alive connection is idle again: it may make room.
     res.once("finish", () => {
-      if (!req.socket.destroyed) idle.add(req.socket);
+      if (socket && !socket.destroyed) idle.add(socket);
     });
   });
   server.on("upgrade", (req) => busy(req.socket));

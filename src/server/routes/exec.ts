@@ -154,7 +154,12 @@ export function registerExecRoutes(router: Router, deps: ServerDeps): void {
     const { spec, options } = parseExecBody(body);
     await pacer.turn();
     refuseWhenClosing(deps);
-    const handle = await deps.computer.exec(spec, options);
+    // Streaming: this request is the command's first reader, so hold the
+    // command for it until it subscribes (nothing evicted in between).
+    const handle = await deps.computer.exec(
+      spec,
+      format === undefined ? options : { ...options, awaitReader: true },
+    );
     const location = `/v1/execs/${encodeURIComponent(handle.id)}`;
     if (format === undefined) {
       res.setHeader("location", location);

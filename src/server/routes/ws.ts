@@ -238,7 +238,9 @@ export function registerWebSocket(router: Router, deps: ServerDeps): WsEndpoint 
           if (deps.isClosing()) throw new ComputerError("EUNAVAILABLE", "server is shutting down");
           const { spec, options } = msg;
           // Started in the input queue: stdin/resize sent after it find the command.
-          const started = inputs.then(() => deps.computer.exec(spec, { ...options, id }));
+          const started = inputs.then(() =>
+            deps.computer.exec(spec, { ...options, id, awaitReader: true }),
+          );
           inputs = started.then(
             () => {},
             () => {},

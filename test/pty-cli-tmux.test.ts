@@ -61,7 +61,7 @@ function pane(name: string): string {
   return tmux("capture-pane", "-p", "-S", "-50", "-t", name);
 }
 
-async function until(name: string, pattern: RegExp, ms = 15_000): Promise<string> {
+async function until(name: string, pattern: RegExp, ms = 30_000): Promise<string> {
   const end = Date.now() + ms;
   for (;;) {
     const text = pane(name);

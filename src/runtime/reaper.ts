@@ -172,8 +172,9 @@ function scanSoon(key: string, leader: number | undefined): Promise<void> {
     batch.done = new Promise<void>((resolve) => {
       setImmediate(() => {
         pending = undefined;
-        for (const p of markedPidsSync(batch.keys, batch.floor)) killPid(p);
-        resolve();
+        const killed = markedPidsSync(batch.keys, batch.floor);
+        for (const p of killed) killPid(p);
+        void untilDead(killed).then(resolve);
       });
     });
     pending = batch;
@@ -182,6 +183,34 @@ function scanSoon(key: string, leader: number | undefined): Promise<void> {
   }
   pending.keys.add(key);
   return pending.done;
+}
+
+/** How long an exit waits for SIGKILLed stragglers to be gone (they normally take < 1 ms). */
+const DEATH_WAIT_MS = 2000;
+
+/** Whether `pid` is alive: present and not a zombie (a zombie holds nothing). */
+function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat[stat.lastIndexOf(")") + 2] !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Resolves once every pid in `pids` is gone or a zombie (bounded). SIGKILL is
+ * delivered when the target next runs, so on a busy host a killed daemon can
+ * still be running for a while after kill() returned; the exit event is only
+ * published once it is not, so "nothing outlives its exit event" holds.
+ */
+async function untilDead(pids: number[]): Promise<void> {
+  const deadline = Date.now() + DEATH_WAIT_MS;
+  let left = pids.filter(alive);
+  while (left.length > 0 && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 2));
+    left = left.filter(alive);
+  }
 }
 
 /** Groups (leader pid → marker) of executions this process runs right now. */

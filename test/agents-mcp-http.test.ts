@@ -282,10 +282,7 @@ describe.skipIf(!hasRedis)("with Redis", () => {
   afterAll(async () => {
     await redis?.close();
   });
-  // Not the random-interval polling case: with the Redis log it intermittently
-  // misses the last lines before the exit under load, a defect of the Redis
-  // read path still being diagnosed (the memory and SQLite logs run it).
-  suite("Redis", () => `${redis!.url}/0?prefix=mcp${process.pid}:`, { polling: false });
+  suite("Redis", () => `${redis!.url}/0?prefix=mcp${process.pid}:`);
 });
 
 describe("/mcp access and sessions", () => {

@@ -51,6 +51,36 @@ describe("definitions and formats", () => {
 });
 
 describe("exec_command and sessions", () => {
+  it("a poll that finds the execution ended after its deadline still returns the last output", async () => {
+    const r = await call("exec_command", {
+      cmd: "sleep 0.3; echo last-words; exit 3",
+      yield_time_ms: 50,
+    });
+    expect(r.data).toMatchObject({ running: true });
+    // A slow log: the state lookup after the poll's deadline takes long
+    // enough for the command to write its last line and exit meanwhile.
+    const get = computer.get.bind(computer);
+    computer.get = async (id) => {
+      const h = await get(id);
+      return new Proxy(h, {
+        get(target, key) {
+          if (key === "info") {
+            return async () => {
+              await new Promise((res) => setTimeout(res, 800));
+              return target.info();
+            };
+          }
+          const v = Reflect.get(target, key, target);
+          return typeof v === "function" ? v.bind(target) : v;
+        },
+      });
+    };
+    const p = await call("write_stdin", { session_id: r.data!.session_id, yield_time_ms: 0 });
+    expect(p.text).toContain("Process exited with code 3");
+    expect(p.text).toContain("last-words\n");
+    expect(p.data).toMatchObject({ running: false, exit_code: 3 });
+  });
+
   it("returns at exit, not at the end of the yield, with stdout and stderr", async () => {
     const t0 = Date.now();
     const r = await call("exec_command", { cmd: "echo out; echo err >&2; exit 3" });

@@ -34,6 +34,8 @@ import { fail, ok, type ToolCallContext, type ToolResult } from "./types.js";
 
 /** How long kill_session waits for the exit (the runtime SIGKILLs after its grace, 5 s by default). */
 const KILL_WAIT_MS = 10_000;
+/** Bound on reading what an execution that just ended wrote after the caller's deadline. */
+const FINAL_READ_MS = 5000;
 /** Sessions list_sessions shows at most (newest). */
 const LIST_LIMIT = 100;
 const EOT = "\u0004";
@@ -238,20 +240,42 @@ export class SessionTools {
     const after = this.seen.get(id) ?? 0;
     const budget = new OutputBudget(input.max_output_bytes ?? DEFAULT_MAX_OUTPUT_BYTES);
     const progress = startProgress(ctx, id, this.options.progressIntervalMs);
+    const onEvent = (ev: LoggedEvent) => {
+      if (ev.name !== "exit") {
+        budget.add(ev.seq, ev.name, asBytes(ev.value));
+        progress.output(budget.total, ev.seq);
+      }
+      return false;
+    };
     let r: DrainResult;
+    let exit: { code: number; reason?: string; signal?: string } | undefined;
     try {
       r = await drain(handle, {
         after,
         deadline: Date.now() + yieldMs,
         signal: ctx.signal,
-        onEvent: (ev: LoggedEvent) => {
-          if (ev.name !== "exit") {
-            budget.add(ev.seq, ev.name, asBytes(ev.value));
-            progress.output(budget.total, ev.seq);
-          }
-          return false;
-        },
+        onEvent,
       });
+      if (!r.exit) {
+        const info = await handle.info();
+        if (info.state !== "running" && info.lastSeq > r.lastSeq) {
+          // It ended between the deadline and this look: what it wrote after
+          // the last event read (and its exit) belongs in this answer, or the
+          // caller would be told it exited without its last output.
+          const rest = await drain(handle, {
+            after: r.lastSeq,
+            untilSeq: info.lastSeq,
+            deadline: Date.now() + FINAL_READ_MS,
+            signal: ctx.signal,
+            onEvent,
+          });
+          r = { ...rest, resumedAt: r.resumedAt ?? rest.resumedAt };
+        }
+        if (!r.exit && info.state !== "running" && r.lastSeq >= info.lastSeq) {
+          // Polling a session whose exit was reported by an earlier call.
+          exit = { code: info.exitCode ?? -1, reason: info.state, signal: info.signal };
+        }
+      }
     } finally {
       progress.stop();
     }
@@ -261,14 +285,7 @@ export class SessionTools {
         `Seq ${after + 1} to ${r.resumedAt - 1} are no longer retained (the log dropped them); output continues from seq ${r.resumedAt}.`,
       );
     }
-    let exit = r.exit && { code: r.exit.value, reason: r.exit.reason, signal: r.exit.signal };
-    if (!exit) {
-      // Polling a session that ended before this call: its exit was reported already.
-      const info = await handle.info();
-      if (info.state !== "running") {
-        exit = { code: info.exitCode ?? -1, reason: info.state, signal: info.signal };
-      }
-    }
+    if (r.exit) exit = { code: r.exit.value, reason: r.exit.reason, signal: r.exit.signal };
     const wall = `${((Date.now() - started) / 1000).toFixed(1)} s`;
     const status = exit
       ? `${exitSentence(exit.code, exit.reason, exit.signal)} Wall time ${wall}.`

@@ -325,22 +325,19 @@ describe.skipIf(!canConfine)("kill -9 of the server with confined commands runni
       await new Promise((res) => server.child.once("exit", res));
       await new Promise((res) => setTimeout(res, 1000));
       const left = hostProcesses(`sleep ${marker}`);
-      if (process.env.AC_TEST_DEBUG) {
-        for (const p of left) {
-          try {
-            console.log(
-              p,
-              readFileSync(`/proc/${p}/status`, "utf8")
-                .split("\n")
-                .filter((l) => /^(State|PPid|Uid|NSpid)/.test(l))
-                .join(" "),
-              readFileSync(`/proc/${p}/cmdline`, "utf8").slice(0, 80),
-            );
-          } catch {}
+      // What each survivor is (state, parent, namespace pids), for the failure message.
+      const described = left.map((p) => {
+        try {
+          return `${p} ${readFileSync(`/proc/${p}/status`, "utf8")
+            .split("\n")
+            .filter((l) => /^(State|PPid|Uid|NSpid)/.test(l))
+            .join(" ")}`;
+        } catch {
+          return `${p} (gone)`;
         }
-      }
+      });
       if (left.length) execFileSync("kill", ["-9", ...left.map(String)]);
-      expect(left).toEqual([]);
+      expect(described).toEqual([]);
     } finally {
       rmSync(base, { recursive: true, force: true });
     }

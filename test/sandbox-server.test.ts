@@ -99,6 +99,15 @@ async function serve(workspace: string, extra: string[]): Promise<Served> {
 }
 
 /** Host processes whose command line contains `marker` (read from /proc: no procps needed). */
+/** Whether `pid` is the program `sleep` itself (not a shell or sandbox naming it). */
+function isSleep(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")[0] === "sleep";
+  } catch {
+    return false;
+  }
+}
+
 function hostProcesses(marker: string): number[] {
   const out: number[] = [];
   for (const name of readdirSync("/proc")) {
@@ -317,10 +326,16 @@ describe.skipIf(!canConfine)("kill -9 of the server with confined commands runni
       await server.client.exec(`setsid sh -c 'sleep ${marker}' & sleep ${marker}`);
       await server.client.exec(`sh -c 'trap "" TERM HUP; sleep ${marker}'`);
       const deadline = Date.now() + 5000;
-      while (hostProcesses(`sleep ${marker}`).length < 4 && Date.now() < deadline) {
+      // Running means the four `sleep`s themselves run (the sandboxes' own
+      // processes carry the marker in their argv from the first exec on).
+      // A server killed while a sandbox is still being set up can leave that
+      // one behind (docs/security.md, "Known limits"); the restarted server
+      // kills it.
+      const sleeping = () => hostProcesses(`sleep ${marker}`).filter(isSleep).length;
+      while (sleeping() < 4 && Date.now() < deadline) {
         await new Promise((res) => setTimeout(res, 50));
       }
-      expect(hostProcesses(`sleep ${marker}`).length).toBeGreaterThanOrEqual(4);
+      expect(sleeping()).toBe(4);
       server.child.kill("SIGKILL");
       await new Promise((res) => server.child.once("exit", res));
       // The sandboxes die with the server (parent-death signal, then the PID
@@ -339,7 +354,7 @@ describe.skipIf(!canConfine)("kill -9 of the server with confined commands runni
           return `${p} ${readFileSync(`/proc/${p}/status`, "utf8")
             .split("\n")
             .filter((l) => /^(State|PPid|Uid|NSpid)/.test(l))
-            .join(" ")}`;
+            .join(" ")} ${readFileSync(`/proc/${p}/cmdline`, "utf8").replace(/\0/g, " ")}`;
         } catch {
           return `${p} (gone)`;
         }

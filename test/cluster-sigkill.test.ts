@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ComputerClient } from "../src/client/client.js";
 import { collect } from "./support/cluster.js";
 import { ensureDistBuilt } from "./support/dist.js";
+import { listeningUrl } from "./support/proc-serve.js";
 import { type RedisServer, redisAvailable, startRedis } from "./support/redis-server.js";
 
 const hasRedis = redisAvailable();
@@ -45,26 +46,11 @@ async function startNodeProcess(redisUrl: string, id: string): Promise<NodeProc>
       stdio: ["ignore", "pipe", "pipe"],
     },
   );
-  let out = "";
   let err = "";
   child.stderr!.on("data", (d) => {
     err += d;
   });
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`node ${id} did not start: ${err}`)), 30_000);
-    child.stdout!.on("data", (d) => {
-      out += d;
-      const m = /listening: (http:\/\/[^/\s]+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]!);
-      }
-    });
-    child.once("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`node ${id} exited with ${code}: ${err}`));
-    });
-  });
+  const url = await listeningUrl(child, `node ${id}`, () => err);
   child.stdout!.resume();
   return { id, url, child, workspace, client: new ComputerClient({ url, token: TOKEN }) };
 }

@@ -27,6 +27,7 @@ import { ComputerClient } from "../src/client/client.js";
 import type { ExecOptions, ExecResult } from "../src/runtime/types.js";
 import { probeHost } from "../src/sandbox/index.js";
 import { ensureDistBuilt } from "./support/dist.js";
+import { listeningUrl } from "./support/proc-serve.js";
 
 const host = await probeHost();
 const canConfine = host.verdict.required.ok;
@@ -74,21 +75,10 @@ async function serve(workspace: string, extra: string[]): Promise<Served> {
   child.stderr!.on("data", (d) => {
     out += d;
   });
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`serve did not start: ${out}`)), 30_000);
-    child.stdout!.on("data", (d) => {
-      out += d;
-      const m = /listening: (http:\/\/[^/\s]+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]!);
-      }
-    });
-    child.once("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`serve exited with ${code}: ${out}`));
-    });
+  child.stdout!.on("data", (d) => {
+    out += d;
   });
+  const url = await listeningUrl(child, "serve", () => out);
   return {
     child,
     url,

@@ -20,6 +20,36 @@ export interface ServeProc {
   exited: Promise<void>;
 }
 
+/**
+ * The URL a `serve` child prints on its "listening:" line; rejects when it
+ * exits first or stays silent for 30 s (`label` and `output()` say which and why).
+ */
+export function listeningUrl(
+  child: ChildProcess,
+  label: string,
+  output: () => string,
+): Promise<string> {
+  let out = "";
+  return new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error(`${label} did not start: ${output()}`)),
+      30_000,
+    );
+    child.stdout!.on("data", (d) => {
+      out += d;
+      const m = /listening: (http:\/\/[^/\s]+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]!);
+      }
+    });
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${label} exited with ${code}: ${output()}`));
+    });
+  });
+}
+
 export async function startServe(args: string[], env: NodeJS.ProcessEnv = {}): Promise<ServeProc> {
   // Unconfined: these tests prove the guarantees that hold without namespaces
   // (a sandbox's PID namespace would also hide the pids they check).
@@ -31,27 +61,12 @@ export async function startServe(args: string[], env: NodeJS.ProcessEnv = {}): P
       stdio: ["ignore", "pipe", "pipe"],
     },
   );
-  let out = "";
   let err = "";
   child.stderr!.on("data", (d) => {
     err += d;
   });
   const exited = new Promise<void>((r) => child.once("exit", () => r()));
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`serve did not start: ${err}`)), 30_000);
-    child.stdout!.on("data", (d) => {
-      out += d;
-      const m = /listening: (http:\/\/[^/\s]+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]!);
-      }
-    });
-    child.once("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`serve exited with ${code}: ${err}`));
-    });
-  });
+  const url = await listeningUrl(child, "serve", () => err);
   child.stdout!.resume();
   return {
     url,

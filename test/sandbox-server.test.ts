@@ -4,7 +4,8 @@
 // driven by the SDK exactly as an agent's client would. Each attempt must
 // fail (or be bounded, with an honest exit reason) and the server must keep
 // serving afterwards. Last, the server is SIGKILLed with confined commands
-// running, and nothing of them may survive it by more than a second.
+// running and warm sandboxes waiting for one, and nothing of them may
+// survive it by more than a second.
 // Skips loudly when the host cannot confine (see `agent-computer doctor`).
 
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
@@ -25,6 +26,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ComputerClient } from "../src/client/client.js";
 import type { ExecOptions, ExecResult } from "../src/runtime/types.js";
+import { WARM_INIT_ARGV } from "../src/sandbox/handoff.js";
 import { probeHost } from "../src/sandbox/index.js";
 import { ensureDistBuilt } from "./support/dist.js";
 
@@ -39,6 +41,8 @@ if (!canConfine) {
 const root = path.resolve(__dirname, "..");
 const cli = path.join(root, "dist/cli/main.js");
 const TOKEN = `escape-${process.pid}-secret`;
+/** In the command line of a warm sandbox's bubblewrap (the init it waits in). */
+const WARM_INIT = WARM_INIT_ARGV[2]!;
 
 interface Served {
   child: ChildProcess;
@@ -321,9 +325,31 @@ describe.skipIf(!canConfine)("kill -9 of the server with confined commands runni
         await new Promise((res) => setTimeout(res, 50));
       }
       expect(hostProcesses(`sleep ${marker}`).length).toBeGreaterThanOrEqual(4);
+      // Warm sandboxes (spawned ahead, waiting for a command) die with the server too.
+      const warm = () => {
+        const ofThisServer = new Set(hostProcesses(base));
+        return hostProcesses(WARM_INIT).filter((p) => ofThisServer.has(p));
+      };
+      while (warm().length < 1 && Date.now() < deadline + 10_000) {
+        await new Promise((res) => setTimeout(res, 50));
+      }
+      expect(warm().length).toBeGreaterThanOrEqual(1);
       server.child.kill("SIGKILL");
       await new Promise((res) => server.child.once("exit", res));
       await new Promise((res) => setTimeout(res, 1000));
+      const describe = (p: number) => {
+        try {
+          const status = readFileSync(`/proc/${p}/status`, "utf8")
+            .split("\n")
+            .filter((l) => /^(State|PPid|Uid|NSpid)/.test(l))
+            .join(" ");
+          return `${p} ${status} ${readFileSync(`/proc/${p}/cmdline`, "utf8").replace(/\0/g, " ").slice(0, 100)}`;
+        } catch {
+          return `${p} (gone)`;
+        }
+      };
+      expect(warm().map(describe)).toEqual([]);
+      expect(hostProcesses(base).map(describe)).toEqual([]);
       const left = hostProcesses(`sleep ${marker}`);
       if (process.env.AC_TEST_DEBUG) {
         for (const p of left) {

@@ -95,7 +95,7 @@ describe.skipIf(!canConfine)("confined terminals and persistent shells", () => {
           "sh",
           "-c",
           `tty && echo tty-ok; stty size; ls /proc | grep -c '^[0-9]*$'; ` +
-            `cat ${outsideFile} 2>&1; cat /etc/shadow 2>&1 | head -1; echo end`,
+            `cat ${outsideFile} 2>&1; cat /etc/shadow 2>&1 | head -1; sleep 0.2`,
         ],
       },
       { pty: { cols: 90, rows: 20 } },
@@ -111,7 +111,6 @@ describe.skipIf(!canConfine)("confined terminals and persistent shells", () => {
     expect(text).not.toContain("outside-secret-content");
     expect(text).toMatch(/outside-secret\.txt: No such file or directory/);
     expect(text).toMatch(/shadow: Permission denied|shadow: No such file/);
-    expect(text).toContain("end");
   });
 
   it("the agent bash tool's persistent shell is confined too", async () => {

@@ -337,7 +337,7 @@ describe.skipIf(!canConfine)("kill -9 of the server with confined commands runni
       server.child.kill("SIGKILL");
       await new Promise((res) => server.child.once("exit", res));
       await new Promise((res) => setTimeout(res, 1000));
-      const describe = (p: number) => {
+      const who = (p: number) => {
         try {
           const status = readFileSync(`/proc/${p}/status`, "utf8")
             .split("\n")
@@ -348,8 +348,8 @@ describe.skipIf(!canConfine)("kill -9 of the server with confined commands runni
           return `${p} (gone)`;
         }
       };
-      expect(warm().map(describe)).toEqual([]);
-      expect(hostProcesses(base).map(describe)).toEqual([]);
+      expect(warm().map(who)).toEqual([]);
+      expect(hostProcesses(base).map(who)).toEqual([]);
       const left = hostProcesses(`sleep ${marker}`);
       if (process.env.AC_TEST_DEBUG) {
         for (const p of left) {

@@ -78,7 +78,13 @@ describe.skipIf(!canConfine)("confined terminals and persistent shells", () => {
 
   it("a pty execution is a terminal inside the sandbox: tty, stty, resize; no host", async () => {
     const handle = await computer.exec(
-      { argv: ["sh", "-c", "trap 'echo winch:$(stty size)' WINCH; echo ready; until read x; do :; done; echo bye"] },
+      {
+        argv: [
+          "sh",
+          "-c",
+          "trap 'echo winch:$(stty size)' WINCH; echo ready; until read x; do :; done; echo bye",
+        ],
+      },
       { pty: { cols: 80, rows: 24 } },
     );
     const out = collect(handle);

@@ -6,12 +6,23 @@
 // sandboxes expire, and nothing is left after dispose. Skips loudly when the
 // host cannot confine.
 
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { spawn } from "node:child_process";
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmdirSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Computer } from "../src/index.js";
 import { createSandbox, probeHost, type Sandbox } from "../src/sandbox/index.js";
+import { Watchdog } from "../src/sandbox/watchdog.js";
 
 const host = await probeHost();
 const canConfine = host.verdict.required.ok;
@@ -193,4 +204,35 @@ describe.skipIf(!canConfine)("warm sandboxes", () => {
       await sb.dispose();
     }
   });
+
+  it.skipIf(!hasPids)(
+    "the watchdog kills what is left in the sandbox's cgroups once the server is gone",
+    async () => {
+      const parents = Object.values(host.cgroup.parents);
+      const prefix = `xwatch${process.pid}-`;
+      const dir = path.join(host.cgroup.parents.pids!, `${prefix}1`);
+      mkdirSync(dir);
+      const left = spawn("sleep", ["30"], { detached: true, stdio: "ignore" });
+      writeFileSync(path.join(dir, "cgroup.procs"), String(left.pid));
+      const other = path.join(host.cgroup.parents.pids!, `xother${process.pid}`);
+      mkdirSync(other); // another sandbox's: not the watchdog's business
+      const dog = new Watchdog(prefix, parents);
+      try {
+        await sleep(200);
+        expect(alive(left.pid!)).toBe(true);
+        // What the kernel does when the server dies: the watchdog's pipe ends.
+        dog.close();
+        const deadline = Date.now() + 1000;
+        while ((alive(left.pid!) || existsSync(dir)) && Date.now() < deadline) await sleep(20);
+        expect(alive(left.pid!)).toBe(false);
+        expect(existsSync(dir)).toBe(false);
+        expect(existsSync(other)).toBe(true);
+      } finally {
+        left.kill("SIGKILL");
+        rmdirSync(other);
+        await sleep(50);
+        if (existsSync(dir)) rmdirSync(dir);
+      }
+    },
+  );
 });

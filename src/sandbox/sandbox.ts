@@ -1,7 +1,10 @@
 // createSandbox: one server's confinement. It probes the host once, settles
 // the policy (mode, identity, network, default and maximum limits) and then,
 // per execution, creates the cgroup and egress proxy socket and returns the
-// argv to spawn (see profile.ts for the chain and why it is shaped so).
+// argv to spawn (see profile.ts for the chain and why it is shaped so), or,
+// when the caller can adopt one and the profile matches, a sandbox spawned
+// ahead (warm-pool.ts, handoff.ts). A watchdog (watchdog.ts) kills what is
+// left in its cgroups if the server dies.
 //
 // Decisions worth knowing (docs/security.md has the user-facing version):
 // - Identity: as root, commands run as an unprivileged uid through a user

@@ -4,7 +4,8 @@
 // driven by the SDK exactly as an agent's client would. Each attempt must
 // fail (or be bounded, with an honest exit reason) and the server must keep
 // serving afterwards. Last, the server is SIGKILLed with confined commands
-// running, and nothing of them may survive it by more than a second.
+// running and warm sandboxes waiting for one, and nothing of them may
+// survive it by more than a second.
 // Skips loudly when the host cannot confine (see `agent-computer doctor`).
 
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
@@ -25,6 +26,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ComputerClient } from "../src/client/client.js";
 import type { ExecOptions, ExecResult } from "../src/runtime/types.js";
+import { WARM_INIT_ARGV } from "../src/sandbox/handoff.js";
 import { probeHost } from "../src/sandbox/index.js";
 import { ensureDistBuilt } from "./support/dist.js";
 import { listeningUrl } from "./support/proc-serve.js";
@@ -40,6 +42,8 @@ if (!canConfine) {
 const root = path.resolve(__dirname, "..");
 const cli = path.join(root, "dist/cli/main.js");
 const TOKEN = `escape-${process.pid}-secret`;
+/** In the command line of a warm sandbox's bubblewrap (the init it waits in). */
+const WARM_INIT = WARM_INIT_ARGV[2]!;
 
 interface Served {
   child: ChildProcess;
@@ -317,26 +321,38 @@ describe.skipIf(!canConfine)("kill -9 of the server with confined commands runni
       await server.client.exec(`sh -c 'trap "" TERM HUP; sleep ${marker}'`);
       const deadline = Date.now() + 5000;
       // Running means the four `sleep`s themselves run (the sandboxes' own
-      // processes carry the marker in their argv from the first exec on).
-      // A server killed while a sandbox is still being set up can leave that
-      // one behind (docs/security.md, "Known limits"); the restarted server
-      // kills it.
+      // processes carry the marker in their argv from the first exec on; a
+      // sandbox killed while still starting is the watchdog's case, tested
+      // in sandbox-warm.test.ts).
       const sleeping = () => hostProcesses(`sleep ${marker}`).filter(isSleep).length;
       while (sleeping() < 4 && Date.now() < deadline) {
         await new Promise((res) => setTimeout(res, 50));
       }
       expect(sleeping()).toBe(4);
+      // Warm sandboxes (spawned ahead, waiting for a command) die with the server too.
+      const warm = () => {
+        const ofThisServer = new Set(hostProcesses(base));
+        return hostProcesses(WARM_INIT).filter((p) => ofThisServer.has(p));
+      };
+      while (warm().length < 1 && Date.now() < deadline + 10_000) {
+        await new Promise((res) => setTimeout(res, 50));
+      }
+      expect(warm().length).toBeGreaterThanOrEqual(1);
       server.child.kill("SIGKILL");
       await new Promise((res) => server.child.once("exit", res));
       // The sandboxes die with the server (parent-death signal, then the PID
-      // namespace's end): well under 1 s on a quiet machine. Under a fully
-      // loaded CI box their teardown has taken longer, so the bound here is
-      // 10 s; a sandbox without die-with-parent would survive it forever.
+      // namespace's end; the watchdog for one still starting up): well under
+      // 1 s on a quiet machine. Under a fully loaded CI box their teardown
+      // has taken longer, so the bound here is 10 s; a sandbox nothing kills
+      // would survive it forever.
       const killedAt = Date.now();
-      let left = hostProcesses(`sleep ${marker}`);
+      const remaining = () => [
+        ...new Set([...hostProcesses(`sleep ${marker}`), ...hostProcesses(base)]),
+      ];
+      let left = remaining();
       while (left.length > 0 && Date.now() - killedAt < 10_000) {
         await new Promise((res) => setTimeout(res, 20));
-        left = hostProcesses(`sleep ${marker}`);
+        left = remaining();
       }
       // What each survivor is (state, parent, namespace pids), for the failure message.
       const described = left.map((p) => {

@@ -259,6 +259,7 @@ export class Computer implements ComputerApi {
         env,
         ...(options.limits !== undefined ? { limits: options.limits } : {}),
         ...(options.network !== undefined ? { network: options.network } : {}),
+        warm: pty === undefined,
       });
       const rec: ExecRecord = {
         id,

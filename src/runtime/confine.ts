@@ -30,6 +30,8 @@ export interface ConfineRequest {
   env: Record<string, string>;
   limits?: Partial<Limits>;
   network?: NetworkPolicy;
+  /** The caller can adopt an already-spawned sandbox (not a PTY): see Prepared.adopt. */
+  warm?: boolean;
 }
 
 /** The recipe for one execution: through the sandbox when there is one. */
@@ -44,6 +46,7 @@ export async function prepareExec(
       env: req.env,
       ...(req.limits !== undefined ? { limits: req.limits } : {}),
       ...(req.network !== undefined ? { network: req.network } : {}),
+      ...(req.warm ? { warm: true } : {}),
     });
   }
   const limits = resolveLimits(DEFAULT_LIMITS, builtInMaxima(), req.limits);

@@ -147,15 +147,18 @@ export class LocalExec {
       appendFailed: () => signalAll(this.child.pid, "SIGKILL"),
     });
     const p = o.prepared;
+    // A warm sandbox (Prepared.adopt) is already spawned: it is handed the command.
     this.child = o.pty
       ? (new PtyChild(p.file, p.args, { cwd: p.cwd, env: p.env, size: o.pty }) as never)
-      : spawn(p.file, p.args, {
-          cwd: p.cwd,
-          env: p.env,
-          detached: true,
-          stdio: [o.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
-          windowsHide: true,
-        });
+      : p.adopt
+        ? p.adopt(o.stdin === undefined ? "ignore" : "pipe")
+        : spawn(p.file, p.args, {
+            cwd: p.cwd,
+            env: p.env,
+            detached: true,
+            stdio: [o.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
+            windowsHide: true,
+          });
     if (this.child.pid !== undefined) {
       this.record.pid = this.child.pid;
       const start = processStart(this.child.pid);

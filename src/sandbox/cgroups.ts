@@ -176,10 +176,17 @@ export class ExecCgroup {
     readonly dirs: Partial<Record<Controller, string>>,
   ) {}
 
-  /** Create the execution's cgroup(s) and write its limits. */
-  static async create(layout: CgroupLayout, limits: Limits): Promise<ExecCgroup | null> {
+  /**
+   * Create the execution's cgroup(s) and write its limits. `prefix` starts
+   * the directory's name (one per sandbox, so that its watchdog finds its own).
+   */
+  static async create(
+    layout: CgroupLayout,
+    limits: Limits,
+    prefix = "x",
+  ): Promise<ExecCgroup | null> {
     if (layout.version === null) return null;
-    const id = `x${Date.now().toString(36)}${randomBytes(5).toString("hex")}`;
+    const id = `${prefix}${Date.now().toString(36)}${randomBytes(5).toString("hex")}`;
     const dirs: Partial<Record<Controller, string>> = {};
     for (const [c, parent] of Object.entries(layout.parents) as Array<[Controller, string]>) {
       dirs[c] = path.join(parent, id);
@@ -230,18 +237,21 @@ export class ExecCgroup {
     }
   }
 
-  /** Limits the execution ran into, from the kernel's counters. */
+  /**
+   * Limits the execution ran into, from the kernel's counters. Read
+   * synchronously: these are small kernel-generated files that never block,
+   * and through the thread pool of a loaded host the two reads took ~3 ms,
+   * which every exit event waits for.
+   */
   async hits(): Promise<LimitName[]> {
     const out: LimitName[] = [];
     const { memory, pids } = this.dirs;
     if (memory) {
       const file = this.version === 1 ? "memory.oom_control" : "memory.events";
-      const text = await readFile(path.join(memory, file), "utf8").catch(() => "");
-      if (counter(text, "oom_kill") > 0) out.push("memory");
+      if (counter(readOr(path.join(memory, file), ""), "oom_kill") > 0) out.push("memory");
     }
     if (pids) {
-      const text = await readFile(path.join(pids, "pids.events"), "utf8").catch(() => "");
-      if (counter(text, "max") > 0) out.push("pids");
+      if (counter(readOr(path.join(pids, "pids.events"), ""), "max") > 0) out.push("pids");
     }
     return out;
   }

@@ -1,7 +1,10 @@
 // createSandbox: one server's confinement. It probes the host once, settles
 // the policy (mode, identity, network, default and maximum limits) and then,
 // per execution, creates the cgroup and egress proxy socket and returns the
-// argv to spawn (see profile.ts for the chain and why it is shaped so).
+// argv to spawn (see profile.ts for the chain and why it is shaped so), or,
+// when the caller can adopt one and the profile matches, a sandbox spawned
+// ahead (warm-pool.ts, handoff.ts). A watchdog (watchdog.ts) kills what is
+// left in its cgroups if the server dies.
 //
 // Decisions worth knowing (docs/security.md has the user-facing version):
 // - Identity: as root, commands run as an unprivileged uid through a user
@@ -20,6 +23,7 @@
 //   without bubblewrap): the wrapper still joins the cgroups and sets the
 //   rlimits. `off` spawns the argv untouched.
 
+import { randomBytes } from "node:crypto";
 import {
   chmod,
   lchown,
@@ -37,6 +41,7 @@ import { fileURLToPath } from "node:url";
 import { ComputerError } from "../wire/errors.js";
 import { ExecCgroup } from "./cgroups.js";
 import { type EgressProxy, startEgressProxy } from "./egress-proxy.js";
+import { canHandOff, WARM_INIT_ARGV } from "./handoff.js";
 import { builtInMaxima, DEFAULT_LIMITS, mergeLimits, resolveLimits } from "./limits.js";
 import { checkPolicy, describe, narrowPolicy } from "./network.js";
 import { probeHost } from "./probe.js";
@@ -59,8 +64,14 @@ import type {
   SandboxOptions,
   SpawnedExit,
 } from "./types.js";
+import { discard, handOff, type WarmEntry, WarmPool, type WarmRecipe } from "./warm-pool.js";
+import { Watchdog } from "./watchdog.js";
 
 const NOBODY = 65534;
+/** Warm sandboxes per profile, and how long one may wait unused (SandboxOptions.warm). */
+const DEFAULT_WARM_SIZE = 2;
+const DEFAULT_WARM_IDLE_MS = 300_000;
+
 /** System directories bound read-only (or recreated as the same symlinks). */
 const SYSTEM_PATHS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"];
 /** Secrets under /etc that stay unreadable even though /etc is visible. */
@@ -132,6 +143,7 @@ export async function createSandbox(options: SandboxOptions): Promise<Sandbox> {
     hidden,
     readOnly,
     resolve: options.resolve,
+    warm: options.warm,
   });
 }
 
@@ -149,6 +161,7 @@ interface Settled {
   hidden: Array<{ path: string; dir: boolean }>;
   readOnly: string[];
   resolve: SandboxOptions["resolve"];
+  warm: SandboxOptions["warm"];
 }
 
 class HostSandbox implements Sandbox {
@@ -160,6 +173,12 @@ class HostSandbox implements Sandbox {
   readonly defaults: Limits;
   readonly maxima: Limits;
   private readonly live = new Set<Prepared>();
+  /** Kills what is left in this sandbox's cgroups when the server dies (watchdog.ts). */
+  private watchdog: Watchdog | undefined;
+  /** Names of this sandbox's cgroups start with it. */
+  private readonly cgroupPrefix = `x${randomBytes(3).toString("hex")}-`;
+  /** Sandboxes spawned ahead (confined only); undefined when off. */
+  private readonly pool: WarmPool | undefined;
   private runDir: Promise<string> | undefined;
   private serial = 0;
 
@@ -171,6 +190,19 @@ class HostSandbox implements Sandbox {
     this.network = s.network;
     this.defaults = s.defaults;
     this.maxima = s.maxima;
+    const size = s.warm?.size ?? DEFAULT_WARM_SIZE;
+    if (s.confined && size > 0) {
+      this.pool = new WarmPool({
+        size,
+        idleMs: s.warm?.idleMs ?? DEFAULT_WARM_IDLE_MS,
+        recipe: (key) => this.warmRecipe(key),
+      });
+    }
+  }
+
+  /** Pids of the idle warm sandboxes (tests and diagnostics). */
+  warmPids(): number[] {
+    return this.pool?.pids() ?? [];
   }
 
   async prepare(spec: SandboxExecSpec): Promise<Prepared> {
@@ -187,11 +219,14 @@ class HostSandbox implements Sandbox {
     }
     if (this.s.mode === "off") return this.track(unconfined(spec, limits, network));
 
-    const host = this.host;
-    const cgroup = await ExecCgroup.create(
-      { version: host.cgroup.version, parents: host.cgroup.parents, missing: [] },
-      limits,
-    );
+    const dirs = extraDirs(spec.env, [this.s.workspace, ...SYSTEM_PATHS, ...this.s.readOnly]);
+    if (spec.warm && this.pool?.enabled && typeof network === "string") {
+      if (canHandOff(spec)) {
+        const entry = this.pool.take(JSON.stringify({ network, limits, dirs }));
+        if (entry) return this.track(this.adoptable(entry, spec, limits, network));
+      }
+    }
+    const cgroup = await this.cgroupFor(limits);
     let proxy: EgressProxy | null = null;
     try {
       const env = { ...spec.env };
@@ -205,38 +240,15 @@ class HostSandbox implements Sandbox {
         });
         Object.assign(env, proxyEnv());
       }
-      const cgroupHas = { memory: !!cgroup?.dirs.memory, pids: !!cgroup?.dirs.pids };
-      let recipe: SpawnRecipe;
-      if (this.confined) {
-        const input: ProfileInput = {
-          bwrap: host.bwrap.path!,
-          serverPid: process.pid,
-          setpriv: host.setpriv.path ? { path: host.setpriv.path, drop: this.identity } : null,
-          system: this.s.system,
-          workspace: this.s.workspace,
-          cwd: spec.cwd,
-          hide: this.s.hidden,
-          readOnly: this.s.readOnly,
-          dirs: extraDirs(spec.env, [this.s.workspace, ...SYSTEM_PATHS, ...this.s.readOnly]),
-          network,
-          proxy: proxy ? { socket: proxy.socketPath, node: process.execPath } : null,
-          hostNetBinds: await resolvConfBinds(),
-          limits,
-          cgroupHas,
-          procsFiles: cgroup?.procsFiles ?? [],
-          argv: spec.argv,
-        };
-        recipe = spawnArgs(input);
-      } else {
-        recipe = limitsOnlyArgs(
-          host.setpriv.path ?? null,
-          process.pid,
-          cgroup?.procsFiles ?? [],
-          limits,
-          cgroupHas,
-          spec.argv,
-        );
-      }
+      const recipe = await this.recipe({
+        argv: spec.argv,
+        cwd: spec.cwd,
+        dirs,
+        network,
+        limits,
+        cgroup,
+        proxy,
+      });
       const confined = this.confined;
       let disposed: Promise<void> | undefined;
       const prepared: Prepared = {
@@ -264,6 +276,124 @@ class HostSandbox implements Sandbox {
       await cgroup?.remove();
       throw err;
     }
+  }
+
+  private cgroupFor(limits: Limits): Promise<ExecCgroup | null> {
+    const { version, parents } = this.host.cgroup;
+    if (version !== null && !this.watchdog && Object.keys(parents).length > 0) {
+      this.watchdog = new Watchdog(this.cgroupPrefix, Object.values(parents));
+    }
+    return ExecCgroup.create({ version, parents, missing: [] }, limits, this.cgroupPrefix);
+  }
+
+  /** The chain to spawn (profile.ts): confined, or only the limits when bubblewrap is unavailable. */
+  private async recipe(r: {
+    argv: string[];
+    cwd: string;
+    dirs: string[];
+    network: NetworkPolicy;
+    limits: Limits;
+    cgroup: ExecCgroup | null;
+    proxy: EgressProxy | null;
+  }): Promise<SpawnRecipe> {
+    const cgroupHas = { memory: !!r.cgroup?.dirs.memory, pids: !!r.cgroup?.dirs.pids };
+    const procsFiles = r.cgroup?.procsFiles ?? [];
+    const setpriv = this.host.setpriv.path ?? null;
+    if (!this.confined) {
+      return limitsOnlyArgs(setpriv, process.pid, procsFiles, r.limits, cgroupHas, r.argv);
+    }
+    const input: ProfileInput = {
+      bwrap: this.host.bwrap.path!,
+      serverPid: process.pid,
+      setpriv: setpriv ? { path: setpriv, drop: this.identity } : null,
+      system: this.s.system,
+      workspace: this.s.workspace,
+      cwd: r.cwd,
+      hide: this.s.hidden,
+      readOnly: this.s.readOnly,
+      dirs: r.dirs,
+      network: r.network,
+      proxy: r.proxy ? { socket: r.proxy.socketPath, node: process.execPath } : null,
+      hostNetBinds: await resolvConfBinds(),
+      limits: r.limits,
+      cgroupHas,
+      procsFiles,
+      argv: r.argv,
+    };
+    return spawnArgs(input);
+  }
+
+  /** A warm entry's recipe: the cold chain with the hand-off init as its command. */
+  private async warmRecipe(key: string): Promise<WarmRecipe> {
+    const { network, limits, dirs } = JSON.parse(key) as {
+      network: NetworkPolicy;
+      limits: Limits;
+      dirs: string[];
+    };
+    const cgroup = await this.cgroupFor(limits);
+    try {
+      const recipe = await this.recipe({
+        argv: WARM_INIT_ARGV,
+        cwd: this.s.workspace,
+        dirs,
+        network,
+        limits,
+        cgroup,
+        proxy: null,
+      });
+      let released: Promise<void> | undefined;
+      return {
+        ...recipe,
+        // Nothing for the init to pass on: the chain needs no variable (absolute paths, shell builtins).
+        env: {},
+        cwd: this.s.workspace,
+        hits: async () => (await cgroup?.hits()) ?? [],
+        release: () => {
+          released ??= cgroup?.remove() ?? Promise.resolve();
+          return released;
+        },
+      };
+    } catch (err) {
+      await cgroup?.remove();
+      throw err;
+    }
+  }
+
+  /** The Prepared of an execution that adopts a warm entry. */
+  private adoptable(
+    entry: WarmEntry,
+    spec: SandboxExecSpec,
+    limits: Limits,
+    network: NetworkPolicy,
+  ): Prepared {
+    let adopted = false;
+    let disposed: Promise<void> | undefined;
+    const prepared: Prepared = {
+      file: entry.recipe.file,
+      args: entry.recipe.args,
+      env: { ...spec.env },
+      cwd: spec.cwd,
+      detached: true,
+      limits,
+      network,
+      confined: true,
+      adopt: (stdin) => {
+        if (adopted) throw new Error("a warm sandbox is adopted once");
+        adopted = true;
+        return handOff(entry, { argv: spec.argv, cwd: spec.cwd, env: spec.env }, stdin);
+      },
+      afterExit: async (status) => verdictOf(status, true, await entry.recipe.hits()),
+      dispose: () => {
+        disposed ??= (async () => {
+          this.live.delete(prepared);
+          // Never adopted (the execution failed before its spawn): nothing may keep waiting.
+          if (!adopted) await discard(entry);
+          else await entry.recipe.release();
+        })();
+        return disposed;
+      },
+    };
+    return prepared;
   }
 
   private track(p: Prepared): Prepared {
@@ -297,7 +427,9 @@ class HostSandbox implements Sandbox {
   }
 
   async dispose(): Promise<void> {
+    await this.pool?.dispose();
     await Promise.all([...this.live].map((p) => p.dispose()));
+    this.watchdog?.close();
     if (this.runDir) {
       const dir = await this.runDir.catch(() => undefined);
       if (dir) await rm(dir, { recursive: true, force: true });

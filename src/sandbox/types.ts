@@ -5,6 +5,8 @@
 // proxy socket) hangs off the per-execution `Prepared`, so one object's
 // lifetime is one execution's. docs/security.md explains the profile.
 
+import type { ChildProcess } from "node:child_process";
+
 /** Names of the resource limits, as reported when one of them ended an execution. */
 export type LimitName =
   | "memory"
@@ -61,6 +63,12 @@ export interface SandboxExecSpec {
   limits?: Partial<Limits>;
   /** Narrows the sandbox's network for this execution; never widens it (`EFORBIDDEN`). */
   network?: NetworkPolicy;
+  /**
+   * The caller can take an already-spawned sandbox (`Prepared.adopt`): the
+   * prepared execution may then come from the warm pool (warm-pool.ts). Only
+   * for pipes (a PTY must be spawned on its terminal).
+   */
+  warm?: boolean;
 }
 
 /** The exit status as `child_process` reports it for the spawned process. */
@@ -106,6 +114,13 @@ export interface Prepared {
   network: NetworkPolicy;
   /** Whether this execution is confined (false when the sandbox is `off`). */
   confined: boolean;
+  /**
+   * Set when the sandbox was spawned ahead (the warm pool): hands the command
+   * over and returns the running child, whose pid and pipes are the
+   * execution's. Call it instead of spawning `file`/`args` (which then only
+   * describe what was spawned), at most once.
+   */
+  adopt?: (stdin: "pipe" | "ignore") => ChildProcess;
   /** Reads the limit counters; call once the spawned process has exited, before `dispose`. */
   afterExit(status: SpawnedExit): Promise<ExitVerdict>;
   /** Kills anything left in the execution's cgroup, removes it, closes its proxy socket. Idempotent. */
@@ -146,6 +161,12 @@ export interface SandboxOptions {
   resolve?: (host: string) => Promise<string>;
   /** Where per-execution cgroups go; default: `agent-computer` under the server's own cgroup. */
   cgroupName?: string;
+  /**
+   * Sandboxes spawned ahead of demand (warm-pool.ts): `size` per profile
+   * (default 2; 0 turns the pool off), each killed after `idleMs` unused
+   * (default 300000).
+   */
+  warm?: { size?: number; idleMs?: number };
   /** Host facts to use instead of probing (tests); default: `probeHost()`. */
   host?: HostReport;
 }

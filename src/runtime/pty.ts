@@ -18,9 +18,9 @@
 // each before the event after it.
 
 import { EventEmitter } from "node:events";
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync, readSync } from "node:fs";
 import { constants as osConstants } from "node:os";
-import { Writable } from "node:stream";
+import { type Readable, Writable } from "node:stream";
 import * as nodePty from "@lydell/node-pty";
 import type { EventLog, ExecRecord, PtyState } from "../store/types.js";
 import { ComputerError } from "../wire/errors.js";
@@ -156,6 +156,7 @@ export class PtyChild extends EventEmitter {
     term.onData((data) => {
       if (!this.stdout.destroyed) this.stdout.emit("data", data as unknown as Buffer);
     });
+    keepTailOnClose(term);
     // node-pty reports the exit once the terminal's output is read to its end.
     term.onExit(({ exitCode, signal }) => {
       setTimeout(() => sessions.delete(term.pid), SESSION_FORGET_MS).unref();
@@ -185,6 +186,48 @@ export class PtyChild extends EventEmitter {
       // the terminal is already closed: nothing to resize
     }
   }
+}
+
+/** Bound on what is read from a closing terminal (stragglers may keep writing). */
+const TAIL_MAX_BYTES = 1024 * 1024;
+
+/**
+ * node-pty closes the terminal 200 ms after its process exits when the
+ * terminal has not reached its end by then (a reader paused by backpressure,
+ * an event loop busy for longer than that, or stragglers holding the
+ * terminal), and whatever the kernel still held was lost: the last lines of
+ * the command. Before that close, read what is there: what the stream had
+ * buffered (read() emits it as `data`), then the terminal itself until it
+ * has nothing more (EAGAIN) or has ended (EIO), bounded.
+ */
+function keepTailOnClose(term: nodePty.IPty): void {
+  const inner = term as unknown as {
+    _socket?: Readable;
+    _fd?: number;
+  };
+  const socket = inner._socket;
+  const fd = inner._fd;
+  if (!socket || typeof fd !== "number") return;
+  const destroy = socket.destroy.bind(socket);
+  socket.destroy = ((err?: Error) => {
+    if (!socket.destroyed) {
+      try {
+        while (socket.read() !== null) {
+          // each chunk read is emitted as `data`
+        }
+        const buf = Buffer.allocUnsafe(64 * 1024);
+        for (let total = 0; total < TAIL_MAX_BYTES; ) {
+          const n = readSync(fd, buf, 0, buf.length, null);
+          if (n <= 0) break;
+          total += n;
+          socket.emit("data", Buffer.from(buf.subarray(0, n)));
+        }
+      } catch {
+        // EAGAIN: nothing more for now; EIO: the terminal has ended
+      }
+    }
+    return destroy(err);
+  }) as typeof socket.destroy;
 }
 
 function signalName(n: number): NodeJS.Signals | null {

@@ -163,6 +163,9 @@ export class LocalExec {
           stdio: [o.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
           windowsHide: true,
         });
+    // A failed spawn emits "error" on the next tick, which may come before
+    // start() (the spawn queue resolves the caller in a later microtask).
+    this.child.on("error", () => {});
     if (this.child.pid !== undefined) {
       this.record.pid = this.child.pid;
       const start = processStart(this.child.pid);

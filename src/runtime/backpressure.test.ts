@@ -135,6 +135,30 @@ describe("Backpressure", () => {
     bp.stop();
   });
 
+  it("rewind() forgets events the log refused: a reader at the last logged one holds nothing", () => {
+    const bp = new Backpressure("x", 1000, 1e9, () => {});
+    for (let seq = 1; seq <= 3; seq++) bp.produced(seq, 100);
+    for (let seq = 4; seq <= 10; seq++) bp.produced(seq, 100); // refused by the log
+    const r = reader(3);
+    bp.add(r);
+    expect(bp.paused).toBe(true);
+    bp.rewind(3);
+    expect(bp.paused).toBe(false);
+    // Numbering goes on from 4; the accounting follows it.
+    for (let seq = 4; seq <= 10; seq++) bp.produced(seq, 100);
+    expect(bp.paused).toBe(true);
+    r.after = 10;
+    bp.advanced();
+    expect(bp.paused).toBe(false);
+    // Rewinding before the window starts a new window there.
+    for (let seq = 11; seq <= 40; seq++) bp.produced(seq, 100);
+    bp.rewind(2);
+    r.after = 2;
+    bp.advanced();
+    expect(bp.paused).toBe(false);
+    bp.stop();
+  });
+
   it("a reader added while far behind pauses at once; removing it resumes", () => {
     let changes = 0;
     const bp = new Backpressure("x", 1000, 1e9, () => changes++);

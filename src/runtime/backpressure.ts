@@ -89,6 +89,24 @@ export class Backpressure {
     if (!this.held && this.readers.size > 0) this.update();
   }
 
+  /** The events after `seq` were never logged (the log refused them): forget them. */
+  rewind(seq: number): void {
+    if (!this.tracking || seq >= this.lastSeq) return;
+    if (seq < this.firstSeq - 1) {
+      // Older than the window: start a new one there.
+      this.totals = [];
+      this.head = 0;
+      this.firstSeq = seq + 1;
+      this.baseTotal = this.total;
+    } else {
+      this.totals.length = this.head + (seq - this.firstSeq) + 1;
+      this.total =
+        seq === this.firstSeq - 1 ? this.baseTotal : this.totals[this.totals.length - 1]!;
+    }
+    this.lastSeq = seq;
+    if (this.readers.size > 0) this.update();
+  }
+
   add(reader: Reader): void {
     if (!this.tracking) return;
     this.readers.add(reader);

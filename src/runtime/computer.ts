@@ -30,6 +30,7 @@ import { EXEC_KEY_ENV, execKey, reapLost } from "./reaper.js";
 import { collectResult } from "./result.js";
 import { ScreenSnapshots } from "./screen.js";
 import { checkSpawnSize, MAX_TIMEOUT_MS, spawnError } from "./spawn-limits.js";
+import { SpawnQueue } from "./spawn-queue.js";
 import { eventStream, type SubscriptionSource, subscribeStream } from "./subscription.js";
 import type {
   ComputerApi,
@@ -69,6 +70,10 @@ export interface ComputerOptions {
   nodeId?: string;
   /** Running executions at once before exec fails with ELIMIT (default 256). */
   maxConcurrent?: number;
+  /** Executions accepted but not yet spawned before exec fails with ELIMIT (default 256; spawn-queue.ts). */
+  maxStarting?: number;
+  /** Time spent spawning per turn of the event loop, at least one spawn (default 5 ms; spawn-queue.ts). */
+  spawnSliceMs?: number;
   /**
    * Ring size per execution for logs this computer opens (default 16 MiB).
    * A ready EventLog brings its own (its `capacityBytes`).
@@ -124,6 +129,8 @@ export class Computer implements ComputerApi {
   private readonly local = new Map<string, LocalExec>();
   /** Ids being started (between the checks and the spawn). */
   private readonly reserved = new Set<string>();
+  /** Spawns a few per turn of the event loop, so a burst never blocks it for long. */
+  private readonly spawnQueue: SpawnQueue;
   private readonly source: SubscriptionSource;
   private readonly screens = new ScreenSnapshots(() => this.eventLogP);
   private closing: Promise<void> | null = null;
@@ -139,6 +146,10 @@ export class Computer implements ComputerApi {
     mkdirSync(this.workspace, { recursive: true });
     this.nodeId = options.nodeId ?? "local";
     this.maxConcurrent = options.maxConcurrent ?? 256;
+    this.spawnQueue = new SpawnQueue({
+      ...(options.maxStarting !== undefined ? { maxStarting: options.maxStarting } : {}),
+      ...(options.spawnSliceMs !== undefined ? { sliceMs: options.spawnSliceMs } : {}),
+    });
     this.killGraceMs = options.killGraceMs ?? 5000;
     this.stallMs = options.stallMs ?? 30_000;
     this.resultMaxBytes = options.resultMaxBytes ?? 16 * 1024 * 1024;
@@ -236,6 +247,7 @@ export class Computer implements ComputerApi {
         `too many concurrent executions (maxConcurrent ${this.maxConcurrent})`,
       );
     }
+    const ticket = this.spawnQueue.admit();
     this.reserved.add(id);
     try {
       const cwdAbs = await this.resolveCwd(options.cwd ?? "");
@@ -289,22 +301,25 @@ export class Computer implements ComputerApi {
         });
       let exe: LocalExec;
       try {
-        exe = new LocalExec({
-          id,
-          record: rec,
-          file,
-          prepared,
-          execKey: key,
-          stdin: pty ? "pipe" : stdin,
-          pty,
-          awaitReader: options.awaitReader === true,
-          timeoutMs,
-          eventLog,
-          killGraceMs: this.killGraceMs,
-          drainMs: this.drainMs,
-          stallMs: this.stallMs,
-          maxUnflushedBytes: this.maxUnflushedBytes,
-          onFinished: (e) => this.finished(e, eventLog),
+        exe = await ticket.spawn(() => {
+          if (this.closing) throw new ComputerError("ECLOSED", "computer is closed");
+          return new LocalExec({
+            id,
+            record: rec,
+            file,
+            prepared,
+            execKey: key,
+            stdin: pty ? "pipe" : stdin,
+            pty,
+            awaitReader: options.awaitReader === true,
+            timeoutMs,
+            eventLog,
+            killGraceMs: this.killGraceMs,
+            drainMs: this.drainMs,
+            stallMs: this.stallMs,
+            maxUnflushedBytes: this.maxUnflushedBytes,
+            onFinished: (e) => this.finished(e, eventLog),
+          });
         });
       } catch (err) {
         // spawn() itself threw: nothing runs, so nothing of it is left behind.
@@ -333,6 +348,7 @@ export class Computer implements ComputerApi {
       safe(() => this.observer?.started?.({ ...rec }));
       return new Handle(this, id);
     } finally {
+      ticket.release();
       this.reserved.delete(id);
     }
   }

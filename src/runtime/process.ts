@@ -28,7 +28,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { constants as osConstants } from "node:os";
 import { StringDecoder } from "node:string_decoder";
 import type { EventLog, ExecRecord } from "../store/types.js";
-import { ComputerError } from "../wire/errors.js";
+import { ComputerError, codeOf } from "../wire/errors.js";
 import type { ExitReason } from "../wire/types.js";
 import { Backpressure, type Reader } from "./backpressure.js";
 import { exitOf, type Prepared } from "./confine.js";
@@ -102,6 +102,8 @@ export class LocalExec {
   /** The runtime-enforced limit that ended the execution (output), if any. */
   private runtimeLimit: "output" | null = null;
   private outputBytes = 0;
+  /** The code of the log's refusal of this execution's output, once refused. */
+  private logRefused: string | undefined;
 
   /** Spawns the child; call start() next (after registering the execution). */
   constructor(o: LocalExecOptions) {
@@ -142,9 +144,14 @@ export class LocalExec {
     }
     this.sequencer = new Sequencer(o.id, o.eventLog, o.maxUnflushedBytes, this.backpressure, {
       blockedChanged: () => this.applyPipes(),
-      // The log refused (closed, unreachable): the process must not keep
-      // running unobserved. Its pipes then run to EOF so the exit is noticed.
-      appendFailed: () => signalAll(this.child.pid, "SIGKILL"),
+      // The log refused (closed, unreachable, full): the process must not keep
+      // running unobserved. Its pipes then run to EOF so the exit is noticed,
+      // and the exit says why (see finish).
+      appendFailed: (err) => {
+        this.logRefused ??= codeOf(err) ?? "EINTERNAL";
+        this.signal("SIGKILL", "killed");
+        signalAll(this.child.pid, "SIGKILL");
+      },
     });
     const p = o.prepared;
     // A warm sandbox (Prepared.adopt) is already spawned: it is handed the command.
@@ -159,6 +166,9 @@ export class LocalExec {
             stdio: [o.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
             windowsHide: true,
           });
+    // A failed spawn emits "error" on the next tick, which may come before
+    // start() (the spawn queue resolves the caller in a later microtask).
+    this.child.on("error", () => {});
     if (this.child.pid !== undefined) {
       this.record.pid = this.child.pid;
       const start = processStart(this.child.pid);
@@ -375,10 +385,14 @@ export class LocalExec {
         if (rest) this.sequencer.output(name, rest);
       }
     }
+    if (this.logRefused) {
+      exit.notice = `${exit.notice ?? ""}agent-computer: the event log refused this execution's output (${this.logRefused}); output was lost and the command was killed\n`;
+    }
     if (exit.notice) {
       this.sequencer.output(
         "stderr",
         this.decoders ? exit.notice : new TextEncoder().encode(exit.notice),
+        true,
       );
     }
     this.sequencer.exit(

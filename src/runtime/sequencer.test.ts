@@ -3,10 +3,12 @@
 // while an append is in flight go in the next append together, the meter is
 // told each event's size, the sequencer blocks above maxUnflushedBytes and
 // unblocks once the log took half the backlog, and a refused append is
-// reported once and drops what was queued.
+// reported once, drops what was queued, and numbering goes on after the last
+// event the log accepted (so the exit can still finish the execution).
 import { describe, expect, it } from "vitest";
 import { EVENT_OVERHEAD_BYTES } from "../store/common.js";
 import type { EventLog } from "../store/types.js";
+import { ComputerError } from "../wire/errors.js";
 import type { LoggedEvent } from "../wire/types.js";
 import { Sequencer } from "./sequencer.js";
 
@@ -120,7 +122,7 @@ describe("Sequencer", () => {
     expect(events.blocked).toBe(2);
   });
 
-  it("reports a refused append once, drops the queue, unblocks, and sends later events in a fresh append", async () => {
+  it("reports a refused append once, drops the queue, unblocks, discards later output, and sends the notice and exit in fresh appends", async () => {
     const { m, seq, events } = setup(150);
     seq.output("stdout", "x".repeat(100 - EVENT_OVERHEAD_BYTES));
     seq.output("stdout", "x".repeat(100 - EVENT_OVERHEAD_BYTES));
@@ -132,8 +134,45 @@ describe("Sequencer", () => {
     expect(events.blocked).toBe(2);
     expect(m.batches).toHaveLength(1);
     await seq.drained();
+    // Output after a refusal is discarded (the process is being killed); a
+    // kept notice and the exit continue the log (which holds nothing).
     seq.output("stdout", "y");
-    expect(m.batches[1]!.map((e) => e.seq)).toEqual([3]);
+    expect(m.batches).toHaveLength(1);
+    seq.output("stderr", "notice", true);
+    seq.exit(137, "killed", "SIGKILL");
+    expect(m.batches[1]!.map((e) => [e.seq, e.name])).toEqual([[1, "stderr"]]);
     await m.complete();
+    expect(m.batches[2]!.map((e) => [e.seq, e.name])).toEqual([[2, "exit"]]);
+    await m.complete();
+  });
+
+  it("after a refused append, the exit continues the log after its last accepted event", async () => {
+    const m = manualLog();
+    const rewound: number[] = [];
+    const seq = new Sequencer(
+      "e",
+      m.log,
+      1 << 20,
+      { produced: () => {}, rewind: (s) => rewound.push(s) },
+      { blockedChanged: () => {}, appendFailed: () => {} },
+    );
+    seq.output("stdout", "a");
+    await m.complete(); // seq 1 accepted
+    seq.output("stdout", "b");
+    seq.output("stdout", "c"); // queued behind seq 2
+    await m.fail(new Error("OOM"));
+    await seq.drained();
+    expect(rewound).toEqual([1]);
+    expect(seq.lastSeq).toBe(1);
+    seq.exit(137, "killed", "SIGKILL");
+    expect(m.batches.at(-1)!.map((e) => [e.seq, e.name])).toEqual([[2, "exit"]]);
+    // A temporary refusal (EUNAVAILABLE) of the exit is retried, not dropped.
+    const batches = m.batches.length;
+    await m.fail(new ComputerError("EUNAVAILABLE", "full"));
+    await new Promise((r) => setTimeout(r, 150));
+    expect(m.batches).toHaveLength(batches + 1);
+    expect(m.batches.at(-1)!.map((e) => [e.seq, e.name])).toEqual([[2, "exit"]]);
+    await m.complete();
+    await seq.drained();
   });
 });

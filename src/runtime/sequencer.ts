@@ -9,14 +9,25 @@
 // `maxUnflushedBytes` the sequencer reports itself blocked (the child's pipes
 // pause until the log has taken half of the backlog), so a slow or
 // unreachable log (Redis) cannot grow the node's memory.
+//
+// A refused append drops what was queued (the runtime then kills the
+// process); numbering goes on after the last event the log accepted, and what
+// follows (a notice, the exit) is retried while the refusal is temporary, so
+// the execution still finishes in the log with its reason.
 
 import { eventSize } from "../store/common.js";
 import type { EventLog } from "../store/types.js";
+import { hasCode } from "../wire/errors.js";
 import type { Chunk, ExitReason, LoggedEvent } from "../wire/types.js";
+
+/** Waits between the retries of an append after a refusal (about 15 s in all). */
+const RETRY_DELAYS_MS = [100, 200, 400, 800, 1600, 3000, 3000, 3000, 3000];
 
 /** Told the size of every event as it is numbered (the backpressure accounting). */
 export interface OutputMeter {
   produced(seq: number, size: number): void;
+  /** The events after `seq` were never logged (the log refused them): forget them. */
+  rewind?(seq: number): void;
 }
 
 export interface SequencerHooks {
@@ -28,6 +39,10 @@ export interface SequencerHooks {
 
 export class Sequencer {
   private seq = 0;
+  /** Seq of the last event the log accepted. */
+  private accepted = 0;
+  /** An append was refused: what follows (notice, exit) is retried while the refusal is temporary. */
+  private refused = false;
   private pending: LoggedEvent[] = [];
   /** The part of `unflushed` that is still in `pending`. */
   private pendingBytes = 0;
@@ -54,8 +69,13 @@ export class Sequencer {
     return this.isBlocked;
   }
 
-  /** Number a chunk of output and queue it for the log (the per-chunk path). */
-  output(name: "stdout" | "stderr", value: Chunk): void {
+  /**
+   * Number a chunk of output and queue it for the log (the per-chunk path).
+   * Once the log refused an append, output is discarded (the process is being
+   * killed) unless `keep`: the notice that says so.
+   */
+  output(name: "stdout" | "stderr", value: Chunk, keep = false): void {
+    if (this.refused && !keep) return;
     this.push({ id: this.id, seq: this.seq + 1, name, value });
   }
 
@@ -85,6 +105,27 @@ export class Sequencer {
     this.flushing ??= this.flush();
   }
 
+  /**
+   * One append. After a refusal, the batch that finishes the execution is
+   * retried for a few seconds while the log says it is temporarily unable
+   * (EUNAVAILABLE: a Redis over its maxmemory frees the buffers of the
+   * refused write a moment later), so the exit is recorded when it can be.
+   */
+  private async append(batch: LoggedEvent[]): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.eventLog.append(this.id, batch);
+      } catch (err) {
+        const finishing = batch[batch.length - 1]!.name === "exit";
+        if (!this.refused || !finishing || !hasCode(err, "EUNAVAILABLE")) throw err;
+        if (attempt >= RETRY_DELAYS_MS.length) {
+          throw err;
+        }
+        await new Promise((r) => setTimeout(r, RETRY_DELAYS_MS[attempt]));
+      }
+    }
+  }
+
   private async flush(): Promise<void> {
     try {
       while (this.pending.length > 0) {
@@ -92,7 +133,8 @@ export class Sequencer {
         const batchBytes = this.pendingBytes;
         this.pending = [];
         this.pendingBytes = 0;
-        await this.eventLog.append(this.id, batch);
+        await this.append(batch);
+        this.accepted = batch[batch.length - 1]!.seq;
         this.unflushed -= batchBytes;
         if (this.isBlocked && this.unflushed <= this.maxUnflushedBytes / 2) {
           this.isBlocked = false;
@@ -100,10 +142,15 @@ export class Sequencer {
         }
       }
     } catch (err) {
-      // Nothing more is kept: what the log refused is gone.
+      // Nothing more is kept: what the log refused is gone. Numbering goes
+      // on after the last event the log holds, so what follows (a notice, the
+      // exit) still continues the log and can finish the execution.
       this.pending = [];
       this.pendingBytes = 0;
       this.unflushed = 0;
+      this.seq = this.accepted;
+      this.meter.rewind?.(this.accepted);
+      this.refused = true;
       this.hooks.appendFailed(err);
       if (this.isBlocked) {
         this.isBlocked = false;

@@ -78,8 +78,8 @@ export function createRedisClient(spec: RedisSpec, name: string): Redis {
 /**
  * A Redis failure as a ComputerError. Scripts refuse with `error_reply("CODE
  * message")`: ENOENT, EINVAL and EEXEC_BUSY keep their code, ELOG_TRUNCATED
- * carries the earliest retained seq; a closed connection is ECLOSED, anything
- * else EINTERNAL.
+ * carries the earliest retained seq; an OOM refusal (maxmemory) is
+ * EUNAVAILABLE; a closed connection is ECLOSED, anything else EINTERNAL.
  */
 export function toComputerError(err: unknown, id?: string): ComputerError {
   if (err instanceof ComputerError) return err;
@@ -98,6 +98,13 @@ export function toComputerError(err: unknown, id?: string): ComputerError {
     if (["ENOENT", "EINVAL", "EEXEC_BUSY"].includes(code)) {
       return new ComputerError(toErrorCode(code), m[2] || msg);
     }
+  }
+  if (/^OOM\b/.test(msg)) {
+    // maxmemory reached with a no-eviction policy: Redis refuses writes until
+    // memory is freed. Retryable, and its reply text is not for API answers.
+    return new ComputerError("EUNAVAILABLE", "the event log (redis) is out of memory", {
+      cause: err,
+    });
   }
   if (/Connection is closed|closed/i.test(msg)) {
     return new ComputerError("ECLOSED", `redis connection closed: ${msg}`, { cause: err });

@@ -27,6 +27,7 @@ import {
   DEFAULT_LOG_MAX_BYTES,
   DEFAULT_RETENTION_MS,
   type EventLogOptions,
+  eventSize,
 } from "../common.js";
 import type { EventLog, ExecRecord, NewExecRecord, ReadOptions } from "../types.js";
 import {
@@ -220,16 +221,21 @@ export class RedisEventLog implements EventLog {
 
   private async sendAppend(id: string, events: LoggedEvent[]): Promise<void> {
     let last: unknown;
+    const args = eventArgs(events);
+    const send = (overMemory: boolean) =>
+      this.scripts.append(id, this.maxBytes, this.retentionArg(), Date.now(), args, overMemory);
     try {
-      last = await this.scripts.append(
-        id,
-        this.maxBytes,
-        this.retentionArg(),
-        Date.now(),
-        eventArgs(events),
-      );
+      last = await send(false);
     } catch (err) {
-      throw toComputerError(err, id);
+      // A Redis over its maxmemory (noeviction) refuses every write. The few
+      // bytes that finish an execution (its exit, after a notice) go in
+      // anyway, so the record never stays `running` because memory is full.
+      if (!(isOomReply(err) && finishesSmall(events))) throw toComputerError(err, id);
+      try {
+        last = await send(true);
+      } catch {
+        throw toComputerError(err, id);
+      }
     }
     const tail = events[events.length - 1]!;
     this.notifier.local(id, tail.name === "exit" ? "x" : String(last));
@@ -424,4 +430,19 @@ function sizeOf(events: LoggedEvent[]): number {
     }
   }
   return n;
+}
+
+/** Most bytes of a batch that may be written past maxmemory to finish an execution. */
+const FINISH_OVER_MEMORY_BYTES = 4096;
+
+function isOomReply(err: unknown): boolean {
+  return /^OOM\b/.test((err as Error)?.message ?? "");
+}
+
+/** A batch that ends the execution and is small: what may be written past maxmemory. */
+function finishesSmall(events: LoggedEvent[]): boolean {
+  if (events[events.length - 1]?.name !== "exit") return false;
+  let bytes = 0;
+  for (const e of events) bytes += eventSize(e);
+  return bytes <= FINISH_OVER_MEMORY_BYTES;
 }

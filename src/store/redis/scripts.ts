@@ -229,6 +229,7 @@ const LUA_PRUNE_INDEX =
 type ScriptFn = (...args: Arg[]) => Promise<unknown>;
 interface Scripted {
   acAppend: ScriptFn;
+  acAppendFinal: ScriptFn;
   acReadBuffer: ScriptFn;
   acCreate: ScriptFn;
   acUpdate: ScriptFn;
@@ -250,6 +251,12 @@ export class LogScripts {
     private readonly keys: RedisKeys,
   ) {
     redis.defineCommand("acAppend", { numberOfKeys: 2, lua: LUA_APPEND });
+    // The same append, allowed past maxmemory (Redis 7 script flags): only for
+    // the few bytes that finish an execution (see RedisEventLog.sendAppend).
+    redis.defineCommand("acAppendFinal", {
+      numberOfKeys: 2,
+      lua: `#!lua flags=allow-oom\n${LUA_APPEND}`,
+    });
     redis.defineCommand("acRead", { numberOfKeys: 2, lua: LUA_READ, readOnly: true });
     redis.defineCommand("acCreate", { numberOfKeys: 4, lua: LUA_CREATE });
     redis.defineCommand("acUpdate", { numberOfKeys: 2, lua: LUA_UPDATE });
@@ -274,10 +281,20 @@ export class LogScripts {
     );
   }
 
-  /** Append events (codec.eventArgs); resolves with the last stored seq. */
-  append(id: string, cap: number, retention: number, now: number, events: Arg[]): Promise<unknown> {
+  /**
+   * Append events (codec.eventArgs); resolves with the last stored seq.
+   * `overMemory`: even when Redis is over its maxmemory (Redis 7+).
+   */
+  append(
+    id: string,
+    cap: number,
+    retention: number,
+    now: number,
+    events: Arg[],
+    overMemory = false,
+  ): Promise<unknown> {
     const k = this.keys;
-    return this.fns.acAppend(
+    return this.fns[overMemory ? "acAppendFinal" : "acAppend"](
       k.meta(id),
       k.stream(id),
       k.prefix,

@@ -357,6 +357,31 @@ describe("pty executions", () => {
     s.stop();
   });
 
+  it("merges a fast program's 4 KiB terminal reads into larger events, losing nothing", async () => {
+    // 2 MiB of lines: the terminal turns each "\n" into "\r\n" (onlcr).
+    const line = "the quick brown fox jumps over the lazy dog 0123456789\n";
+    const lines = Math.ceil((2 * 1024 * 1024) / line.length);
+    const handle = await h.computer.exec(
+      // It exits right after its last write: the end must arrive too.
+      `yes 'the quick brown fox jumps over the lazy dog 0123456789' | head -n ${lines}`,
+      { pty: { cols: 80, rows: 24 } },
+    );
+    const events: ExecEvent[] = [];
+    const reader = handle.events({ after: 0, heartbeats: false }).getReader();
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      events.push(value);
+    }
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+    expect(events.at(-1)).toMatchObject({ name: "exit", value: 0 });
+    const output = events.filter((e) => e.name === "stdout");
+    const text = Buffer.concat(output.map((e) => e.value as Uint8Array)).toString("latin1");
+    expect(text === line.replaceAll("\n", "\r\n").repeat(lines)).toBe(true);
+    // One event per 4095-byte read would be ~560; merged reads make far fewer.
+    expect(output.length).toBeLessThan(text.length / 4095 / 2);
+  });
+
   it("reattaches mid-session from another client and sees what the first one sees", async () => {
     const s = await shell(h.client, { cols: 40, rows: 12 });
     await s.handle.write("echo first-client\r");

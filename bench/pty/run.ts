@@ -7,7 +7,8 @@
 //     the path to and from the terminal. p50 and p99 of N keystrokes.
 //  2. output throughput: `cat` of a SIZE MiB file on a pty, read through the
 //     server (POST /v1/execs with pty, events over the WebSocket until exit)
-//     vs raw node-pty reading the same `cat` to its exit.
+//     vs raw node-pty reading the same `cat` to its exit; rounds alternate
+//     which side goes first, and each round's ratio is printed too.
 // Usage (after `npm run bench:build`; `npm run bench:pty -- ARGS` builds first):
 //   node .bench-out/bench/pty/run.js [--keys N] [--size MiB] [--reps R]
 import { execSync } from "node:child_process";
@@ -24,7 +25,7 @@ import { median, percentile } from "../support/stats.js";
 const KEYS = numberOption("keys", 500);
 const SIZE_MIB = numberOption("size", 256);
 const REPS = numberOption("reps", 3);
-const TOKEN = "bench-token";
+const TOKEN = "bench-token-pty-0123456789";
 const here = path.dirname(fileURLToPath(import.meta.url));
 const cli = path.resolve(here, "../../src/cli/main.js");
 const now = () => Number(process.hrtime.bigint()) / 1e6;
@@ -194,9 +195,16 @@ async function main(): Promise<void> {
 
     const rawT: number[] = [];
     const srvT: number[] = [];
+    // Rounds alternate which side goes first, so a change of load during a
+    // run does not always favour the same side.
     for (let r = 0; r < REPS; r++) {
-      rawT.push(await rawThroughput(file));
-      srvT.push(await serverThroughput(url, file));
+      if (r % 2 === 0) {
+        rawT.push(await rawThroughput(file));
+        srvT.push(await serverThroughput(url, file));
+      } else {
+        srvT.push(await serverThroughput(url, file));
+        rawT.push(await rawThroughput(file));
+      }
     }
     const rawM = median(rawT);
     const srvM = median(srvT);
@@ -209,6 +217,9 @@ async function main(): Promise<void> {
     );
     console.log(
       `  ratio server/raw: ${(srvM / rawM).toFixed(2)} (goal ≥ 0.5: ${srvM / rawM >= 0.5 ? "met" : "NOT met"})`,
+    );
+    console.log(
+      `  ratio per round:  ${srvT.map((v, i) => (v / rawT[i]!).toFixed(2)).join(", ")} (median ${median(srvT.map((v, i) => v / rawT[i]!)).toFixed(2)})`,
     );
     console.log(
       `\nload average after: ${loadavg()

@@ -273,7 +273,7 @@ export class LocalExec {
 
   /** Resize the pseudo-terminal and record the size (pty executions only). */
   resize(size: PtySize, eventLog: EventLog): Promise<void> {
-    return recordResize(this.child, this.record, this.lastSeq, size, eventLog);
+    return recordResize(this.child, this.record, () => this.lastSeq, size, eventLog);
   }
 
   /** A live reader starts holding the pipes back when it lags. */

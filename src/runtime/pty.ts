@@ -8,6 +8,10 @@
 // reader), the same drain and kill rules. A PTY's output is its bytes: it is
 // logged as `stdout` events, untouched.
 //
+// A terminal's reads are merged into larger chunks while more output is
+// waiting (pty-reads.ts): a fast program costs one event per 64 KiB, not one
+// per 4 KiB read, and a lone short read (an echo) still goes out at once.
+//
 // The process is a session leader with the PTY as its controlling terminal
 // (node-pty forks with setsid + TIOCSCTTY). An interactive shell puts each job
 // in a process group of its own, so signalling the leader's group is not
@@ -24,6 +28,7 @@ import { type Readable, Writable } from "node:stream";
 import * as nodePty from "@lydell/node-pty";
 import type { EventLog, ExecRecord, PtyState } from "../store/types.js";
 import { ComputerError } from "../wire/errors.js";
+import { ReadMerger } from "./pty-reads.js";
 
 /** A terminal size in character cells. */
 export interface PtySize {
@@ -63,8 +68,19 @@ const sessions = new Set<number>();
 /** The output side of a PTY, shaped like the readable pipe LocalExec reads. */
 class PtyOutput extends EventEmitter {
   destroyed = false;
+  private readonly merger = new ReadMerger((chunk) => {
+    if (!this.destroyed) this.emit("data", chunk);
+  });
   constructor(private readonly term: nodePty.IPty) {
     super();
+  }
+  /** One read of the terminal (merged with the next ones while more is waiting). */
+  push(chunk: Buffer): void {
+    if (!this.destroyed) this.merger.push(chunk);
+  }
+  /** Hand over what is held now. */
+  flush(): void {
+    this.merger.flush();
   }
   pause(): this {
     if (!this.destroyed) this.term.pause();
@@ -77,6 +93,7 @@ class PtyOutput extends EventEmitter {
   /** Stop reading (stragglers still hold the terminal after the drain): close now. */
   destroy(): this {
     if (this.destroyed) return this;
+    this.merger.flush();
     this.destroyed = true;
     try {
       (this.term as unknown as { _socket?: { destroy(): void } })._socket?.destroy();
@@ -153,14 +170,13 @@ export class PtyChild extends EventEmitter {
         cb();
       },
     });
-    term.onData((data) => {
-      if (!this.stdout.destroyed) this.stdout.emit("data", data as unknown as Buffer);
-    });
+    term.onData((data) => this.stdout.push(data as unknown as Buffer));
     keepTailOnClose(term);
     // node-pty reports the exit once the terminal's output is read to its end.
     term.onExit(({ exitCode, signal }) => {
       setTimeout(() => sessions.delete(term.pid), SESSION_FORGET_MS).unref();
       if (!this.stdout.destroyed) {
+        this.stdout.flush();
         this.stdout.destroyed = true;
         this.stdout.emit("close");
       }
@@ -175,6 +191,11 @@ export class PtyChild extends EventEmitter {
   }
   get rows(): number {
     return this.size.rows;
+  }
+
+  /** Hand over the output read so far (held reads included) before anything is numbered after it. */
+  flushOutput(): void {
+    this.stdout.flush();
   }
 
   /** Set the terminal's size; the kernel sends SIGWINCH to its foreground job. */
@@ -269,14 +290,15 @@ export function initialPtyState(size: PtySize): PtyState {
 }
 
 /**
- * Resize the terminal and record the size after `lastSeq` (the last event
- * numbered): a replay applies it between that event and the next. Updates of
- * one record are chained so they reach the log in order.
+ * Resize the terminal and record the size after the last event numbered
+ * (`lastSeq()`, asked once the output read before the resize is numbered): a
+ * replay applies it between that event and the next. Updates of one record
+ * are chained so they reach the log in order.
  */
 export function recordResize(
   child: unknown,
   rec: ExecRecord,
-  lastSeq: number,
+  lastSeq: () => number,
   size: PtySize,
   eventLog: EventLog,
 ): Promise<void> {
@@ -285,11 +307,13 @@ export function recordResize(
       new ComputerError("EINVAL", `execution ${rec.id} was not started with a pty`),
     );
   }
+  child.flushOutput();
+  const after = lastSeq();
   child.resize(size);
   const state = rec.pty;
   const last = state.sizes[state.sizes.length - 1];
-  if (last && last.after === lastSeq) state.sizes.pop();
-  state.sizes.push({ after: lastSeq, ...size });
+  if (last && last.after === after) state.sizes.pop();
+  state.sizes.push({ after, ...size });
   if (state.sizes.length > MAX_SIZES) state.sizes.splice(0, state.sizes.length - MAX_SIZES);
   state.cols = size.cols;
   state.rows = size.rows;

@@ -9,6 +9,12 @@
 // `maxUnflushedBytes` the sequencer reports itself blocked (the child's pipes
 // pause until the log has taken half of the backlog), so a slow or
 // unreachable log (Redis) cannot grow the node's memory.
+//
+// Chunks are the pipe's own buffers and are held only until the log's append
+// takes them: the memory log copies them into its pooled segments within the
+// append call (store/output-ring.ts), a remote log once it has sent them. So
+// no chunk outlives the batch in flight, and output does not pile up
+// promoted per-chunk buffers for full GCs to free.
 
 import { eventSize } from "../store/common.js";
 import type { EventLog } from "../store/types.js";

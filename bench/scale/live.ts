@@ -161,9 +161,14 @@ export async function liveExecutions(
         const k = next++;
         const owner = nodes[k % nodes.length]!;
         const reader = nodes[(k + 1) % nodes.length]!;
-        const r = await requestJson(`${owner.url}/v1/execs`, "POST", { argv, encoding: "utf8" });
         const sub: Sub = { lastSeq: 0, lastLine: 0, problems: [], exited: false };
         subs.push(sub);
+        const body = { argv, encoding: "utf8" };
+        // One retry: a keep-alive socket the server is closing can be picked
+        // for a new request (a client/server race, not what is measured).
+        const r = await requestJson(`${owner.url}/v1/execs`, "POST", body)
+          .catch(() => requestJson(`${owner.url}/v1/execs`, "POST", body))
+          .catch((err: unknown) => ({ status: 0, body: String(err) }));
         if (r.status !== 201) {
           sub.problems.push(`start: ${r.status} ${JSON.stringify(r.body)}`);
           continue;

@@ -3,7 +3,7 @@
 // event loop). Started by run.ts from the compiled tree (.bench-out/):
 //
 //   node .bench-out/bench/cluster/node.js --id a --log redis://127.0.0.1:PORT
-//   node .bench-out/bench/cluster/node.js --id single --log memory [--log-max-bytes N]
+//   node .bench-out/bench/cluster/node.js --id single --log memory [--log-max-bytes N] [--max-concurrent N]
 //
 // Prints one JSON line {"url": ...} once listening; exits on SIGTERM.
 
@@ -16,6 +16,7 @@ import { numberOption, stringOption } from "../support/args.js";
 const id = stringOption("id", "node");
 const eventLog = stringOption("log", "memory");
 const logMaxBytes = numberOption("log-max-bytes", 16 * 1024 * 1024);
+const maxConcurrent = numberOption("max-concurrent", 1000);
 const workspace = mkdtempSync(join(tmpdir(), `ac-bench-${id}-`));
 
 // The same composition `agent-computer serve` runs, without log lines or heartbeats.
@@ -26,7 +27,7 @@ const node = await startNode({
   eventLog,
   nodeId: id,
   logMaxBytes,
-  maxConcurrent: 1000,
+  maxConcurrent,
   heartbeatMs: 0,
   logger: false,
   env: {},

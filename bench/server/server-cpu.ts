@@ -6,8 +6,15 @@
 // shows what a server change saves. Alternating rounds, one line per run.
 //   npm run bench:server-cpu -- [MiB per run, default 512] [rounds, default 3]
 //   (or after `npm run bench:build`: node .bench-out/bench/server/server-cpu.js ...)
+// GC counts of each server process (full = mark-compact) come from
+// bench/support/gc-counter.ts, loaded into both servers through NODE_OPTIONS.
 // Linux only (/proc); needs curl on PATH.
 import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { readGcCounts } from "../support/gc-counter.js";
 import { cpuSeconds } from "../support/processes.js";
 import { type BenchServer, startServers, TOKEN } from "./servers.js";
 
@@ -33,7 +40,14 @@ function curl(args: string[]): Promise<{ wireBytes: number; ms: number }> {
   });
 }
 
+const gcDir = mkdtempSync(path.join(tmpdir(), "ac-bench-gc-"));
+const gcCounter = pathToFileURL(
+  path.join(path.dirname(fileURLToPath(import.meta.url)), "../support/gc-counter.js"),
+).href;
+process.env.AC_BENCH_GC_DIR = gcDir;
+process.env.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ""} --import ${gcCounter}`;
 const servers = await startServers();
+delete process.env.NODE_OPTIONS;
 const { ours, raw } = servers;
 const cmd = `head -c ${SIZE} /dev/zero`;
 const ourRun = (accept: string) =>
@@ -56,21 +70,30 @@ const runs: Record<string, [BenchServer, () => ReturnType<typeof curl>]> = {
   SSE: [ours, () => ourRun("text/event-stream")],
 };
 console.log(`# server CPU per GiB of command output, curl client, ${SIZE >> 20} MiB per run`);
-console.log("| round | server | MB/s of output | server CPU s/GiB |\n| ---: | --- | ---: | ---: |");
+console.log(
+  "| round | server | MB/s of output | server CPU s/GiB | full GCs per GiB | scavenges per GiB | GC ms per GiB |\n| ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+);
 try {
   for (let r = 1; r <= ROUNDS; r++) {
     for (const [name, [srv, run]] of Object.entries(runs)) {
       const c0 = cpuSeconds(srv.child.pid);
+      const g0 = readGcCounts(gcDir, srv.child.pid);
       const { ms, wireBytes } = await run();
       // Raw sends the bytes as they are; our frames carry them in base64 (4/3).
       if (name === "raw" ? wireBytes !== SIZE : wireBytes < (SIZE * 4) / 3) {
         throw new Error(`${name}: ${wireBytes} bytes on the wire for ${SIZE} of output`);
       }
       const cpu = cpuSeconds(srv.child.pid) - c0;
+      await new Promise((resolve) => setTimeout(resolve, 200)); // the counter writes every 50 ms
+      const g1 = readGcCounts(gcDir, srv.child.pid);
+      const per = (x: number) => ((x * 2 ** 30) / SIZE).toFixed(x < 10 ? 1 : 0);
       const perGiB = (cpu * 2 ** 30) / SIZE;
-      console.log(`| ${r} | ${name} | ${(SIZE / 1e3 / ms).toFixed(0)} | ${perGiB.toFixed(2)} |`);
+      console.log(
+        `| ${r} | ${name} | ${(SIZE / 1e3 / ms).toFixed(0)} | ${perGiB.toFixed(2)} | ${per(g1.major - g0.major)} | ${per(g1.minor - g0.minor)} | ${per(g1.ms - g0.ms)} |`,
+      );
     }
   }
 } finally {
   await servers.stop();
+  rmSync(gcDir, { recursive: true, force: true });
 }

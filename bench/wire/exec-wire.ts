@@ -11,6 +11,8 @@
 //        node .bench-out/bench/wire/exec-wire.js --child WORKLOAD IMPL[,IMPL] ROUNDS WARM(1|"")
 
 import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { Readable } from "node:stream";
 import type { ReadableStream as NodeReadableStream } from "node:stream/web";
 import { fileURLToPath } from "node:url";
@@ -20,6 +22,7 @@ import { median } from "../support/stats.js";
 import { chunk, streamOf } from "./chunks.js";
 
 const SELF = fileURLToPath(import.meta.url);
+const require = createRequire(import.meta.url);
 const MiB = 1024 * 1024;
 
 // ---------------------------------------------------------------------------
@@ -373,6 +376,14 @@ async function parent(quick: boolean) {
   }
   const header = ["workload", "implementation", "median", "MiB/s", "events/s", "runs"];
   console.log(`\nexec-wire benchmark, Node ${process.version}, ${new Date().toISOString()}`);
+  // split2 4.2.0 and ndjson 2.0.0 (the devDependencies) are the newest on npm.
+  const version = (name: string) =>
+    (
+      JSON.parse(readFileSync(require.resolve(`${name}/package.json`), "utf8")) as {
+        version: string;
+      }
+    ).version;
+  console.log(`  peers: split2 ${version("split2")}, ndjson ${version("ndjson")}`);
   for (const [k, w] of Object.entries(WORKLOADS)) console.log(`  ${k}: ${w.desc}`);
   console.log("  (ours_stream_64k: the line8m_1k bytes in 64 KiB chunks)");
   console.log(`\n${table([header, ...rows])}`);

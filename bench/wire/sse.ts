@@ -5,7 +5,12 @@
 //   - eventsource-parser createParser + JSON.parse of each data (its input
 //     must be text, so byte chunks go through a streaming TextDecoder, as in
 //     its own EventSourceParserStream)
+//   - @cloudflare/sandbox's parseSSEStream (async generator; it JSON.parses
+//     each data itself and skips [DONE])
 //   - for reference, both libraries' TransformStream forms (one read per event)
+// The peers are the current npm versions, installed on demand into
+// .bench-peers/wire/ (bench/wire/peers.ts); without network the
+// eventsource-parser devDependency is used instead and the header says so.
 // Workloads:
 //   A. 200,000 A@UI `update` commands (~120-byte JSON each) as `data:` lines,
 //      fed as a ReadableStream of 64 KiB byte chunks;
@@ -27,6 +32,7 @@ import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { median } from "../support/stats.js";
 import { chunk, streamOf } from "./chunks.js";
+import { cloudflareParseSSEStream, importPeer, installWirePeers, peerVersion } from "./peers.js";
 
 const SELF = fileURLToPath(import.meta.url);
 const PROCS = Number(process.env.SSE_BENCH_PROCS ?? 3);
@@ -74,8 +80,17 @@ type Job = [name: string, workload: string];
 async function loadContenders(parseJson: boolean): Promise<Record<string, Contender>> {
   const { consumeAAtUIStream } = await import("../../src/aui/index.js");
   const { createSseParser, SseParserStream } = await import("../../src/wire/index.js");
-  const { createParser } = await import("eventsource-parser");
-  const { EventSourceParserStream } = await import("eventsource-parser/stream");
+  // The current release from .bench-peers/wire/ when installed, else the devDependency.
+  const current = peerVersion("eventsource-parser") !== undefined;
+  const { createParser } = current
+    ? await importPeer<typeof import("eventsource-parser")>("eventsource-parser")
+    : await import("eventsource-parser");
+  const { EventSourceParserStream } = current
+    ? await importPeer<typeof import("eventsource-parser/stream")>("eventsource-parser", "/stream")
+    : await import("eventsource-parser/stream");
+  const parseSSEStream = peerVersion("@cloudflare/sandbox")
+    ? await cloudflareParseSSEStream()
+    : undefined;
   // Stream forms: one read per event, as an application using them would.
   const readEvents = async (events: ReadableStream<{ data: string }>) => {
     let n = 0;
@@ -154,6 +169,12 @@ async function loadContenders(parseJson: boolean): Promise<Record<string, Conten
     },
     async SseParserStream(stream) {
       return readEvents(stream.pipeThrough(new SseParserStream()));
+    },
+    async parseSSEStream(stream) {
+      if (!parseSSEStream) throw new Error("@cloudflare/sandbox is not installed");
+      let n = 0;
+      for await (const ev of parseSSEStream(stream)) if ((ev as { type?: string }).type) n++;
+      return n;
     },
     async EventSourceParserStream(stream) {
       return readEvents(
@@ -273,8 +294,14 @@ async function main() {
   const { bytes, avgJson } = commandsInput();
   const mb = bytes.length / 1e6;
   const names = ["consumeAAtUIStream", "createSseParser", "eventsource-parser"];
+  const why = installWirePeers();
+  const esp = peerVersion("eventsource-parser");
+  const cf = peerVersion("@cloudflare/sandbox");
   console.log(
     `SSE / A@UI consumer benchmark — Node ${process.version}, ${PROCS} rounds of fresh processes × (1 warm-up + ${ITER} runs), medians.`,
+  );
+  console.log(
+    `Peers: eventsource-parser ${esp ?? "3.1.1 (devDependency)"}, @cloudflare/sandbox ${cf ?? "not available"}${why ? ` (${why})` : ""}.`,
   );
   console.log("Times are CPU time (user+system) of the worker process; wall time in brackets.\n");
 
@@ -282,6 +309,7 @@ async function main() {
     ...names.map((n): Job => [n, "commands"]),
     ["SseParserStream", "commands"],
     ["EventSourceParserStream", "commands"],
+    ...(cf ? [["parseSSEStream", "commands"] as Job] : []),
     ["createSseParser", "commands-nojson"],
     ["eventsource-parser", "commands-nojson"],
     ["JSON.parse", "json-floor"],
@@ -315,6 +343,13 @@ async function main() {
     at("EventSourceParserStream", "commands"),
     espJson,
   );
+  if (cf) {
+    row(
+      `@cloudflare/sandbox ${cf} parseSSEStream (parses each data itself)`,
+      at("parseSSEStream", "commands"),
+      espJson,
+    );
+  }
   const espOnly = at("eventsource-parser", "commands-nojson");
   row(
     "createSseParser, no JSON.parse (parser only)",
@@ -331,6 +366,9 @@ async function main() {
       [n, "big-64k"],
     ]),
     ["pass-through", "big-1k"],
+    // 64 KiB chunks only: it re-scans its whole buffer on every chunk, so 4,096
+    // chunks of one 4 MiB line would take minutes (quadratic).
+    ...(cf ? [["parseSSEStream", "big-64k"] as Job] : []),
   ];
   const b = measureAll(bigJobs);
   const big = (name: string, workload: string) =>
@@ -345,6 +383,12 @@ async function main() {
     const k64 = big(n, "big-64k");
     console.log(
       `| ${n} | ${fmt(k1.cpu, 1)} [${fmt(k1.wall, 1)}] | ${fmt(k64.cpu, 1)} [${fmt(k64.wall, 1)}] | ${fmt(k1.cpu / k64.cpu, 2)} | ${fmt(k1.cpu / floor.cpu, 1)} |`,
+    );
+  }
+  if (cf) {
+    const k64 = big("parseSSEStream", "big-64k");
+    console.log(
+      `| @cloudflare/sandbox parseSSEStream | not run (quadratic) | ${fmt(k64.cpu, 1)} [${fmt(k64.wall, 1)}] | | |`,
     );
   }
   console.log(

@@ -14,6 +14,12 @@
 // process); numbering goes on after the last event the log accepted, and what
 // follows (a notice, the exit) is retried while the refusal is temporary, so
 // the execution still finishes in the log with its reason.
+//
+// Chunks are the pipe's own buffers and are held only until the log's append
+// takes them: the memory log copies them into its pooled segments within the
+// append call (store/output-ring.ts), a remote log once it has sent them. So
+// no chunk outlives the batch in flight, and output does not pile up
+// promoted per-chunk buffers for full GCs to free.
 
 import { eventSize } from "../store/common.js";
 import type { EventLog } from "../store/types.js";

@@ -30,3 +30,36 @@ describe("MemoryEventLog", () => {
     await log.close();
   });
 });
+
+describe("MemoryEventLog output retention", () => {
+  const record = { command: "x", cwd: "", encoding: "b64" as const, node: "local", startedAt: 0 };
+
+  it("copies appended bytes in: changing the caller's chunk afterwards does not change the log", async () => {
+    const log = new MemoryEventLog({ spillMaxBytes: 0 });
+    await log.create({ id: "r", ...record });
+    const chunk = new Uint8Array([1, 2, 3]);
+    await log.append("r", [{ id: "r", seq: 1, name: "stdout", value: chunk }]);
+    chunk.fill(9);
+    const [ev] = await log.read("r", 0);
+    expect(ev?.name === "stdout" && [...(ev.value as Uint8Array)]).toEqual([1, 2, 3]);
+    await log.close();
+  });
+
+  it("never changes bytes a reader holds when later output reuses the ring's segments", async () => {
+    const log = new MemoryEventLog({ logMaxBytes: 1024 * 1024, spillMaxBytes: 0 });
+    await log.create({ id: "r", ...record });
+    const held: { seq: number; value: Uint8Array }[] = [];
+    const fill = (seq: number) => new Uint8Array(60_000).fill(seq & 0xff);
+    for (let seq = 1; seq <= 600; seq++) {
+      await log.append("r", [{ id: "r", seq, name: "stdout", value: fill(seq) }]);
+      if (seq % 50 === 1) {
+        const [ev] = await log.read("r", seq - 1, { limit: 1 });
+        held.push({ seq, value: ev!.value as Uint8Array });
+      }
+    }
+    for (const h of held) expect(Buffer.from(h.value).equals(fill(h.seq))).toBe(true);
+    // 36 MB went through a 1 MiB ring: its segments were reused, not reallocated.
+    expect(log.segmentsAllocated).toBeLessThanOrEqual(8);
+    await log.close();
+  });
+});

@@ -10,6 +10,15 @@
 // the event with seq s sits at index head + (s - ringSeq) of the array.
 // It keeps no reference to anything the caller owns: records are copied in
 // and out, so it behaves like a remote log (the contract suite relies on it).
+//
+// Output bytes are not kept as the caller's chunks: append copies them into
+// the execution's OutputRing (output-ring.ts: a few pooled segments, reused
+// once evicted), so a pipe chunk dies young instead of being promoted and
+// freed only by full GCs. A stored byte event keeps its (offset, length) in
+// the ring; read() copies the batch's bytes out into ONE fresh buffer and
+// hands out views of it, so what a reader holds is its own and is never
+// overwritten when the ring reuses a segment (holding one chunk keeps its
+// batch's buffer alive). Text values (utf8 executions) are kept as strings.
 
 import { ComputerError } from "../wire/errors.js";
 import type { LoggedEvent } from "../wire/types.js";
@@ -19,6 +28,7 @@ import {
   closedError,
   DEFAULT_LOG_MAX_BYTES,
   DEFAULT_RETENTION_MS,
+  EVENT_OVERHEAD_BYTES,
   type EventLogOptions,
   eventSize,
   finishPatch,
@@ -27,16 +37,22 @@ import {
   truncated,
   Waiters,
 } from "./common.js";
+import { OutputRing, SegmentPool } from "./output-ring.js";
 import { type ExecSpill, SpillStore } from "./spill.js";
 import type { EventLog, ExecRecord, NewExecRecord, ReadOptions } from "./types.js";
 
 const DEFAULT_READ_LIMIT = 256;
+/** The value a stored byte event carries; its bytes are in the ring. */
+const EMPTY = new Uint8Array(0);
 
 interface Entry {
   record: ExecRecord;
   /** events[head..] are retained; earlier slots are dead and compacted lazily. */
   events: LoggedEvent[];
   sizes: number[];
+  /** Ring offset of each byte event's value (events[i].value is then EMPTY); -1 for text and exit. */
+  offsets: number[];
+  ring: OutputRing;
   head: number;
   /** Seq of events[head] (the oldest event in memory). */
   ringSeq: number;
@@ -53,6 +69,7 @@ export class MemoryEventLog implements EventLog {
   readonly capacityBytes: number;
   private readonly retentionMs: number;
   private readonly spillStore: SpillStore;
+  private readonly pool = new SegmentPool();
   private closed = false;
 
   constructor(options: EventLogOptions = {}) {
@@ -77,6 +94,8 @@ export class MemoryEventLog implements EventLog {
       record: { ...copy(record), state: "running", lastSeq: 0, earliestSeq: 1 },
       events: [],
       sizes: [],
+      offsets: [],
+      ring: new OutputRing(this.pool),
       head: 0,
       ringSeq: 1,
       spill: this.spillStore.enabled ? this.spillStore.open(record.id) : undefined,
@@ -94,7 +113,7 @@ export class MemoryEventLog implements EventLog {
     for (let i = 0; i < first; i++) {
       const old = events[i]!;
       if (old.seq < e.ringSeq) continue; // evicted: not compared
-      const stored = e.events[e.head + (old.seq - e.ringSeq)]!;
+      const stored = materialize(e, e.head + (old.seq - e.ringSeq));
       if (!sameEvent(stored, old)) {
         throw new ComputerError(
           "EINVAL",
@@ -106,14 +125,20 @@ export class MemoryEventLog implements EventLog {
     for (let i = first; i < events.length; i++) {
       const ev = events[i]!;
       // Store a copy carrying the execution id, so later changes by the caller
-      // to its objects cannot alter the log.
-      const stored = { ...ev, id } as LoggedEvent;
-      const size = eventSize(stored);
-      e.events.push(stored);
+      // to its objects cannot alter the log; bytes go into the ring.
+      const size = eventSize(ev);
+      if (ev.name !== "exit" && typeof ev.value !== "string") {
+        e.offsets.push(e.ring.put(ev.value));
+        e.events.push({ ...ev, id, value: EMPTY });
+      } else {
+        e.offsets.push(-1);
+        e.events.push({ ...ev, id } as LoggedEvent);
+      }
       e.sizes.push(size);
       e.bytes += size;
       rec.lastSeq = ev.seq;
       if (ev.name === "exit") {
+        e.ring.trim();
         Object.assign(rec, finishPatch(ev));
         this.scheduleSweep(id, e);
       }
@@ -134,7 +159,7 @@ export class MemoryEventLog implements EventLog {
       if (after >= rec.lastSeq) return [];
       if (after + 1 >= e.ringSeq) {
         const start = e.head + (after + 1 - e.ringSeq);
-        return e.events.slice(start, Math.min(start + limit, e.events.length));
+        return copyOut(e, start, Math.min(start + limit, e.events.length));
       }
       // On disk. Empty means the segment was dropped meanwhile: look again.
       const got = await e.spill!.read(after, limit);
@@ -189,6 +214,11 @@ export class MemoryEventLog implements EventLog {
     this.spillStore.close();
   }
 
+  /** Full-size output segments this log ever allocated (reuse keeps it near the rings' size). */
+  get segmentsAllocated(): number {
+    return this.pool.allocated;
+  }
+
   /** Retained bytes of one execution (for tests and metrics). */
   retainedBytes(id: string): number {
     return this.entries.get(id)?.bytes ?? 0;
@@ -201,6 +231,7 @@ export class MemoryEventLog implements EventLog {
   private drop(id: string, e: Entry): void {
     if (e.sweep) clearTimeout(e.sweep);
     e.spill?.dispose();
+    e.ring.dispose();
     this.entries.delete(id);
     e.waiters.wakeAll();
   }
@@ -218,21 +249,77 @@ export class MemoryEventLog implements EventLog {
     if (e.bytes <= this.capacityBytes) return;
     const end = e.events.length - 1;
     const from = e.head;
+    /** End (ring offset) of the last evicted byte event: nothing before it is needed after this. */
+    let releaseTo = -1;
     while (e.bytes > this.capacityBytes && e.head < end) {
+      const at = e.offsets[e.head]!;
+      if (at >= 0) releaseTo = at + (e.sizes[e.head]! - EVENT_OVERHEAD_BYTES);
       e.bytes -= e.sizes[e.head]!;
       e.head++;
       e.ringSeq++;
     }
-    // A disk that refuses (full, gone) ends spilling for this execution: it drops, as without a disk.
-    if (e.spill && !e.spill.write(e.events.slice(from, e.head))) e.spill = undefined;
+    // A disk that refuses (full, gone) ends spilling for this execution: it
+    // drops, as without a disk. The write is synchronous, so its views of the
+    // ring are done with before the segments are released below.
+    if (e.spill) {
+      const evicted: LoggedEvent[] = [];
+      for (let i = from; i < e.head; i++) evicted.push(materialize(e, i, true));
+      if (!e.spill.write(evicted)) e.spill = undefined;
+    }
+    if (releaseTo >= 0) e.ring.release(releaseTo);
     e.events.fill(undefined as unknown as LoggedEvent, from, e.head);
     // Compact once the dead prefix dominates: amortised O(1) per event.
     if (e.head > 1024 && e.head * 2 > e.events.length) {
       e.events = e.events.slice(e.head);
       e.sizes = e.sizes.slice(e.head);
+      e.offsets = e.offsets.slice(e.head);
       e.head = 0;
     }
   }
+}
+
+/**
+ * Stored event i with its bytes: a copy (`view` false, for anything that may
+ * outlive this call) or a view of the ring (for synchronous use only).
+ */
+function materialize(e: Entry, i: number, view = false): LoggedEvent {
+  const ev = e.events[i]!;
+  const at = e.offsets[i]!;
+  if (at < 0) return ev;
+  const len = e.sizes[i]! - EVENT_OVERHEAD_BYTES;
+  if (view) return { ...ev, value: e.ring.view(at, len) } as LoggedEvent;
+  const value = new Uint8Array(len);
+  e.ring.copyOut(at, len, value, 0);
+  return { ...ev, value } as LoggedEvent;
+}
+
+/** Stored events [start, end) for a reader: byte values copied out into one fresh buffer for the batch. */
+function copyOut(e: Entry, start: number, end: number): LoggedEvent[] {
+  let total = 0;
+  for (let i = start; i < end; i++) {
+    if (e.offsets[i]! >= 0) total += e.sizes[i]! - EVENT_OVERHEAD_BYTES;
+  }
+  if (total === 0) return e.events.slice(start, end);
+  // Every byte of it is written below: no need to zero it first.
+  const buf = Buffer.allocUnsafeSlow(total);
+  const out: LoggedEvent[] = new Array(end - start);
+  let pos = 0;
+  for (let i = start; i < end; i++) {
+    const ev = e.events[i]!;
+    const at = e.offsets[i]!;
+    if (at < 0) {
+      out[i - start] = ev;
+      continue;
+    }
+    const len = e.sizes[i]! - EVENT_OVERHEAD_BYTES;
+    e.ring.copyOut(at, len, buf, pos);
+    out[i - start] = {
+      ...ev,
+      value: new Uint8Array(buf.buffer, buf.byteOffset + pos, len),
+    } as LoggedEvent;
+    pos += len;
+  }
+  return out;
 }
 
 /** The oldest retained seq: on disk if anything is, else in the ring. */

@@ -1,0 +1,159 @@
+// Exec rate, part (a) of `bench:scale`: how many short commands per second.
+//  - over HTTP: `concurrency` clients, each in a loop starting `true` with
+//    `POST /v1/execs?stream=1` (exec-wire) and reading its stream to the exit
+//    frame, against a plain Node loop spawning `/bin/sh -c true` with the same
+//    concurrency (each waited for to `close`, as the server waits for the
+//    pipes). Same duration, interleaved rounds, medians and their ratio.
+//  - in process: `Computer.exec("true")` → exit event, against a raw spawn →
+//    close, one at a time, p50 of each round and the ratio.
+// The raw loop runs in the benchmark process; the server is another process
+// with the benchmark as its HTTP client: on 2 cores the client's cost is part
+// of what the server loses, as it would be for a real client on the box.
+
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import http from "node:http";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { median } from "../support/stats.js";
+import { agent, type ScaleNode, TOKEN } from "./nodes.js";
+
+function rawOnce(): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn("/bin/sh", ["-c", "true"], { stdio: ["ignore", "pipe", "pipe"] });
+    child.on("error", reject);
+    child.on("close", () => resolve());
+  });
+}
+
+const BODY = JSON.stringify({ command: "true", encoding: "utf8" });
+
+/** One `true` over HTTP, streamed to its exit frame; rejects unless it exited 0. */
+function httpOnce(url: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      `${url}/v1/execs?stream=1`,
+      {
+        method: "POST",
+        agent,
+        headers: {
+          authorization: `Bearer ${TOKEN}`,
+          accept: "application/x-ndjson",
+          "content-type": "application/json",
+          "content-length": BODY.length,
+        },
+      },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (c: string) => {
+          text += c;
+        });
+        res.on("end", () =>
+          res.statusCode === 200 && text.includes('"name":"exit","value":0')
+            ? resolve()
+            : reject(new Error(`exec true: ${res.statusCode} ${text.slice(0, 200)}`)),
+        );
+        res.on("error", reject);
+      },
+    );
+    req.on("error", reject);
+    req.end(BODY);
+  });
+}
+
+/** Runs `once` from `concurrency` loops for `ms`; completed runs per second. */
+async function loops(concurrency: number, ms: number, once: () => Promise<void>): Promise<number> {
+  const end = performance.now() + ms;
+  let done = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < end) {
+        await once();
+        done++;
+      }
+    }),
+  );
+  return done / ((performance.now() - t0) / 1000);
+}
+
+export async function execRate(
+  node: ScaleNode,
+  concurrency: number,
+  seconds: number,
+  rounds: number,
+) {
+  const ms = seconds * 1000;
+  await loops(concurrency, 500, () => httpOnce(node.url)); // warm-up
+  await loops(concurrency, 500, rawOnce);
+  const ours: number[] = [];
+  const raw: number[] = [];
+  console.log(
+    `\n## Exec rate: ${concurrency} concurrent \`true\`, ${seconds} s per run, ${rounds} interleaved rounds`,
+  );
+  console.log(
+    "| round | ours over HTTP (exec/s) | raw spawn loop (exec/s) | ratio |\n| ---: | ---: | ---: | ---: |",
+  );
+  for (let r = 1; r <= rounds; r++) {
+    const a = await loops(concurrency, ms, () => httpOnce(node.url));
+    const b = await loops(concurrency, ms, rawOnce);
+    ours.push(a);
+    raw.push(b);
+    console.log(`| ${r} | ${a.toFixed(0)} | ${b.toFixed(0)} | ${(a / b).toFixed(2)}× |`);
+  }
+  const ratio = median(ours) / median(raw);
+  console.log(
+    `| median | ${median(ours).toFixed(0)} | ${median(raw).toFixed(0)} | **${ratio.toFixed(2)}×** (goal ≥ 0.6×) |`,
+  );
+  return { ours: median(ours), raw: median(raw), ratio };
+}
+
+/** In-process `exec("true")` → exit against raw spawn → close, one at a time. */
+export async function inProcessLatency(runs: number, rounds: number) {
+  const { Computer } = await import("../../src/index.js");
+  const ws = mkdtempSync(path.join(tmpdir(), "ac-bench-scale-"));
+  const computer = new Computer({ workspace: ws, heartbeatMs: 0 });
+  const execOnce = async () => {
+    const run = await computer.exec("true");
+    const reader = run.events().getReader();
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done || value.name === "exit") break;
+    }
+    reader.releaseLock();
+  };
+  const time = async (once: () => Promise<void>) => {
+    const each: number[] = [];
+    for (let i = 0; i < runs; i++) {
+      const t0 = performance.now();
+      await once();
+      each.push(performance.now() - t0);
+    }
+    return median(each);
+  };
+  for (let i = 0; i < 20; i++) {
+    await execOnce();
+    await rawOnce();
+  }
+  console.log(
+    `\n## In-process exec("true") → exit vs raw spawn → close, p50 of ${runs} runs, ${rounds} interleaved rounds`,
+  );
+  console.log("| round | exec p50 ms | spawn p50 ms | ratio |\n| ---: | ---: | ---: | ---: |");
+  const ours: number[] = [];
+  const raw: number[] = [];
+  for (let r = 1; r <= rounds; r++) {
+    const a = await time(execOnce);
+    const b = await time(rawOnce);
+    ours.push(a);
+    raw.push(b);
+    console.log(`| ${r} | ${a.toFixed(2)} | ${b.toFixed(2)} | ${(a / b).toFixed(2)}× |`);
+  }
+  const ratio = median(ours) / median(raw);
+  console.log(
+    `| median | ${median(ours).toFixed(2)} | ${median(raw).toFixed(2)} | **${ratio.toFixed(2)}×** (goal ≤ 1.3×) |`,
+  );
+  await computer.close();
+  rmSync(ws, { recursive: true, force: true });
+  return { ours: median(ours), raw: median(raw), ratio };
+}

@@ -1,0 +1,59 @@
+// Scale benchmark (`npm run bench:scale`): agents' real load is many short
+// commands and many live executions at once, not one big stream.
+//  (a) exec rate over HTTP vs a plain spawn loop, and in-process exec("true")
+//      → exit vs raw spawn (rate.ts);
+//  (b) N live executions with one subscriber each: latency, loss, RSS per
+//      execution, on one memory-log node and on two nodes sharing Redis (live.ts).
+// Usage (`npm run bench:scale -- ARGS` builds first):
+//   node .bench-out/bench/scale/run.js [--part rate|live|all] [--concurrency 16]
+//     [--seconds 5] [--rounds 3] [--runs 200] [--n 200] [--d 10]
+//     [--transport sse|ws|both] [--log memory|redis|both]
+// The issue's full size is --n 1000 --d 60 (about 70 s per setup and
+// transport); quick runs use the defaults.
+
+import { numberOption, stringOption } from "../support/args.js";
+import { liveExecutions, printLive, type Transport } from "./live.js";
+import { startCluster } from "./nodes.js";
+import { execRate, inProcessLatency } from "./rate.js";
+
+const part = stringOption("part", "all");
+const concurrency = numberOption("concurrency", 16);
+const seconds = numberOption("seconds", 5);
+const rounds = numberOption("rounds", 3);
+const runs = numberOption("runs", 200);
+const n = numberOption("n", 200);
+const d = numberOption("d", 10);
+const transportOpt = stringOption("transport", "sse");
+const logOpt = stringOption("log", "both");
+const transports: Transport[] =
+  transportOpt === "both" ? ["sse", "ws"] : [transportOpt as Transport];
+const logs = logOpt === "both" ? (["memory", "redis"] as const) : [logOpt as "memory" | "redis"];
+
+console.log(`# bench:scale (node ${process.version}, ${new Date().toISOString()})`);
+if (part === "rate" || part === "all") {
+  const cluster = await startCluster("memory", 4 * concurrency);
+  try {
+    await execRate(cluster.nodes[0]!, concurrency, seconds, rounds);
+  } finally {
+    await cluster.stop();
+  }
+  await inProcessLatency(runs, rounds);
+}
+if (part === "live" || part === "all") {
+  console.log(`\n## ${n} live executions × ${d} s, a line every 100 ms, one subscriber each`);
+  const rows = [];
+  for (const log of logs) {
+    for (const transport of transports) {
+      const cluster = await startCluster(log, n + 16);
+      try {
+        rows.push(await liveExecutions(cluster, n, d, transport));
+      } finally {
+        await cluster.stop();
+      }
+      printLive(rows.slice(-1));
+    }
+  }
+  console.log("\nAll rows:");
+  printLive(rows);
+}
+process.exit(0);

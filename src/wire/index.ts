@@ -38,3 +38,14 @@ export {
   SseParserStream,
 } from "./sse.js";
 export type * from "./types.js";
+export {
+  type Alloc,
+  BINARY_SUBPROTOCOL,
+  type BinaryDecodeOptions,
+  BinaryFrameError,
+  decodeBinaryMessage,
+  encodeBinaryMessage,
+  encodeBinaryRecord,
+  RECORD_HEADER_BYTES,
+  RECORD_KIND,
+} from "./ws-binary.js";

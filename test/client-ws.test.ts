@@ -144,6 +144,20 @@ describe.each([true, false])("SDK over WebSocket (binary: %s)", (binary) => {
     await c.close();
   }, 120_000);
 
+  it("output nobody reads pauses the socket; result() releases it and the socket carries on", async () => {
+    const c = wsClient(binary);
+    const before = upgrades.length;
+    // 24 MiB arrive unread (over the 8 MiB mark: the socket pauses, the command waits).
+    const unread = await c.exec("head -c 25165824 /dev/zero");
+    await new Promise((r) => setTimeout(r, 500));
+    const r = await unread.result(); // releases the unread subscription
+    expect((r.stdout as Uint8Array).length + (r.truncated ? 1 : 0)).toBeGreaterThan(0);
+    const next = await readAll((await c.exec("printf after")).events({ heartbeats: false }));
+    expect(Buffer.from(next[0]!.value as Uint8Array).toString()).toBe("after");
+    expect(upgrades.length - before).toBe(1);
+    await c.close();
+  });
+
   it("errors keep their codes and the socket lives on", async () => {
     const c = wsClient(binary);
     const before = upgrades.length;

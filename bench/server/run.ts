@@ -112,7 +112,13 @@ async function wsRun(url: string, client: ComputerClient, cmd: string): Promise<
   });
   const t0 = performance.now();
   // Gate on stdin so the subscription is in place before the first byte.
-  const handle = await client.exec(`head -c 1 >/dev/null; ${cmd}`, { stdin: "pipe" });
+  // Started with a plain POST (no stream-on-create): the SDK's exec() would
+  // hold an unread HTTP stream of its own, and the server's backpressure
+  // would pace the command to that stream instead of to this socket.
+  const res = await client.request("POST", "/v1/execs", {
+    json: { command: `head -c 1 >/dev/null; ${cmd}`, stdin: { pipe: true } },
+  });
+  const handle = await client.get(((await res.json()) as { id: string }).id);
   const decoder = new ExecWireDecoder();
   let bytes = 0;
   const done = new Promise<void>((resolve, reject) => {

@@ -118,6 +118,7 @@ export class WsTransport {
       await started;
     } catch (err) {
       this.leave(sub);
+      this.forget(sub);
       throw err;
     }
     let taken = false;
@@ -129,7 +130,9 @@ export class WsTransport {
         return this.iterable(sub);
       },
       release: () => {
-        if (!taken) this.leave(sub);
+        if (taken) return;
+        this.leave(sub);
+        this.forget(sub); // its queued events will never be read
       },
     };
   }

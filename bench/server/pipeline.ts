@@ -14,7 +14,7 @@ import path from "node:path";
 import { Computer, type ExecEvent } from "../../src/index.js";
 import { FrameEncoders } from "../../src/server/streaming/encode-cache.js";
 import { type ByteSink, pumpEvents } from "../../src/server/streaming/pump.js";
-import { encodeBinaryRecord } from "../../src/wire/ws-binary.js";
+import { encodeBinaryRecord, encodeBinaryRecordHeader } from "../../src/wire/ws-binary.js";
 import { numberOption } from "../support/args.js";
 import { median } from "../support/stats.js";
 
@@ -48,7 +48,14 @@ async function once(mode: Mode): Promise<number> {
     };
     const encoder =
       mode === "binary"
-        ? { encode: (ev: ExecEvent) => encodeBinaryRecord(ev, Buffer.allocUnsafe), close() {} }
+        ? {
+            // As the server's binary encoder (routes/ws.ts): header + the event's bytes.
+            encode: (ev: ExecEvent) => {
+              const header = encodeBinaryRecordHeader(ev, Buffer.allocUnsafe);
+              return header ? [header, ev.value as Uint8Array] : encodeBinaryRecord(ev);
+            },
+            close() {},
+          }
         : encoders.open("ndjson", run.id);
     await pumpEvents(run.events({ heartbeats: false }), sink, { encode: encoder.encode });
     encoder.close();

@@ -46,6 +46,7 @@ export {
   decodeBinaryMessage,
   encodeBinaryMessage,
   encodeBinaryRecord,
+  encodeBinaryRecordHeader,
   RECORD_HEADER_BYTES,
   RECORD_KIND,
 } from "./ws-binary.js";

@@ -13,6 +13,7 @@ import {
   decodeBinaryMessage,
   encodeBinaryMessage,
   encodeBinaryRecord,
+  encodeBinaryRecordHeader,
   RECORD_HEADER_BYTES,
   RECORD_KIND,
 } from "./ws-binary.js";
@@ -78,6 +79,14 @@ describe("binary WebSocket records", () => {
     expect(new TextDecoder().decode(line.subarray(RECORD_HEADER_BYTES))).toBe(
       new TextDecoder().decode(encodeExecEvent(exit)).trimEnd(),
     );
+  });
+
+  it("a header plus the raw payload is the same record as encodeBinaryRecord's", () => {
+    const ev: ExecEvent = { id: "r1", seq: 9, name: "stdout", value: Uint8Array.of(1, 2, 3) };
+    const header = encodeBinaryRecordHeader(ev)!;
+    expect(concat([header, ev.value as Uint8Array])).toEqual(encodeBinaryRecord(ev));
+    expect(encodeBinaryRecordHeader({ ...ev, value: "text" })).toBeUndefined();
+    expect(encodeBinaryRecordHeader({ id: "r1", seq: 2, name: "exit", value: 0 })).toBeUndefined();
   });
 
   it("seqs up to 2^53 - 1 survive", () => {

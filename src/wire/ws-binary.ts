@@ -133,6 +133,28 @@ export function encodeBinaryRecord(ev: ExecEvent, alloc: Alloc = defaultAlloc): 
   return out;
 }
 
+/**
+ * The header (fixed part and id) of the output record of `ev`, whose payload
+ * is then `ev.value` itself; undefined when `ev` is not raw-byte output that
+ * an output record can carry (use encodeBinaryRecord). Lets a producer write
+ * header and payload without first copying the payload into a record.
+ */
+export function encodeBinaryRecordHeader(
+  ev: ExecEvent,
+  alloc: Alloc = defaultAlloc,
+): Uint8Array | undefined {
+  if ((ev.name !== "stdout" && ev.name !== "stderr") || !(ev.value instanceof Uint8Array)) {
+    return undefined;
+  }
+  if (!Number.isSafeInteger(ev.seq) || ev.seq < 0) return undefined;
+  const id = idBytes(ev.id);
+  if (!id) return undefined;
+  const out = alloc(RECORD_HEADER_BYTES + id.length);
+  const kind = ev.name === "stdout" ? RECORD_KIND.stdoutBytes : RECORD_KIND.stderrBytes;
+  writeHeader(out, kind, id, ev.seq, ev.value.length);
+  return out;
+}
+
 /** Several events as one binary message (records in order). */
 export function encodeBinaryMessage(events: ExecEvent[], alloc: Alloc = defaultAlloc): Uint8Array {
   const records = events.map((ev) => encodeBinaryRecord(ev));

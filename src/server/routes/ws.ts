@@ -36,7 +36,11 @@ import { ComputerError } from "../../wire/errors.js";
 import { encodeErrorFrame } from "../../wire/exec-wire/index.js";
 import { type After, parseAfter } from "../../wire/position.js";
 import type { ErrorFrame, ExecEvent } from "../../wire/types.js";
-import { BINARY_SUBPROTOCOL, encodeBinaryRecord } from "../../wire/ws-binary.js";
+import {
+  BINARY_SUBPROTOCOL,
+  encodeBinaryRecord,
+  encodeBinaryRecordHeader,
+} from "../../wire/ws-binary.js";
 import type { ServerDeps } from "../deps.js";
 import { errorFrame } from "../http/errors.js";
 import type { Router } from "../http/router.js";
@@ -124,12 +128,20 @@ function parseMessage(msg: Record<string, unknown> & { id: string }): Message {
 
 /**
  * The encoder of one binary-mode subscription: each event is one record
- * (wire/ws-binary.ts), allocated without zero-filling since it is written at
- * once. Not shared between subscribers (the text encoders' fan-out cache is
- * keyed by format; binary fan-out pays one record copy per subscriber).
+ * (wire/ws-binary.ts). Raw output is a small header (from Node's pool) plus
+ * the event's own bytes, joined once into the socket message by the sink:
+ * a record per chunk would allocate one more ArrayBuffer per chunk, the churn
+ * that costs the server GC time. Not shared between subscribers (the text
+ * encoders' fan-out cache is keyed by format).
  */
-function binaryEncoder(): { encode(ev: ExecEvent): Uint8Array; close(): void } {
-  return { encode: (ev) => encodeBinaryRecord(ev, Buffer.allocUnsafe), close() {} };
+function binaryEncoder(): { encode(ev: ExecEvent): Uint8Array | Uint8Array[]; close(): void } {
+  return {
+    encode: (ev) => {
+      const header = encodeBinaryRecordHeader(ev, Buffer.allocUnsafe);
+      return header ? [header, ev.value as Uint8Array] : encodeBinaryRecord(ev, Buffer.allocUnsafe);
+    },
+    close() {},
+  };
 }
 
 export interface WsEndpoint {

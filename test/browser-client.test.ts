@@ -214,6 +214,82 @@ describe.skipIf(!haveChromiumHere)("client SDK in Chromium, cross-origin", () =>
     expect(rec.lastSeq).toBe(got.seqs.at(-1));
   });
 
+  it("transport websocket: one socket (binary records, then text frames) streams the same bytes, gap-free, exit 3", async () => {
+    const offered: (string | undefined)[] = [];
+    const onUpgrade = (req: import("node:http").IncomingMessage) => {
+      const p = req.headers["sec-websocket-protocol"];
+      offered.push(typeof p === "string" ? p : undefined);
+    };
+    harness!.server.httpServer.on("upgrade", onUpgrade);
+    const got = await page.evaluate(
+      async ({ url, token }) => {
+        const { sdk } = globalThis as unknown as { sdk: Sdk };
+        const out: Record<string, unknown>[] = [];
+        for (const binary of [true, false]) {
+          const client = new sdk.ComputerClient({ url, token, transport: "websocket", binary });
+          const handles = await Promise.all([
+            client.exec("head -c 300000 blob.bin; exit 3"),
+            client.exec("printf 'grün\\n'; exit 4", { encoding: "utf8" }),
+          ]);
+          const read = async (h: (typeof handles)[number]) => {
+            const reader = h.events({ heartbeats: false }).getReader();
+            const chunks: Uint8Array[] = [];
+            let text = "";
+            const seqs: number[] = [];
+            let exit: number | undefined;
+            for (;;) {
+              const { value: ev, done } = await reader.read();
+              if (done) break;
+              seqs.push(ev.seq);
+              if (ev.name === "stdout") {
+                if (typeof ev.value === "string") text += ev.value;
+                else chunks.push(ev.value);
+              } else if (ev.name === "exit") exit = ev.value;
+            }
+            const all = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
+            let at = 0;
+            for (const c of chunks) {
+              all.set(c, at);
+              at += c.length;
+            }
+            const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", all));
+            return {
+              bytes: all.length,
+              sha: [...digest].map((b) => b.toString(16).padStart(2, "0")).join(""),
+              text,
+              gapFree: seqs.every((s, i) => s === i + 1),
+              exit,
+            };
+          };
+          const [a, b] = await Promise.all(handles.map(read));
+          out.push({ binary, a, b });
+          await client.close();
+        }
+        return out;
+      },
+      { url: harness!.url, token: harness!.token },
+    );
+    for (const r of got) {
+      expect(r.a).toEqual({
+        bytes: 300_000,
+        sha: sha256(blob.subarray(0, 300_000)),
+        text: "",
+        gapFree: true,
+        exit: 3,
+      });
+      expect(r.b).toEqual({
+        bytes: 0,
+        sha: sha256(new Uint8Array(0)),
+        text: "grün\n",
+        gapFree: true,
+        exit: 4,
+      });
+    }
+    harness!.server.httpServer.off("upgrade", onUpgrade);
+    // One socket per client for both executions: binary offered, then not.
+    expect(offered).toEqual(["agent-computer.exec-wire.binary.v1", undefined]);
+  });
+
   it("result() in the page waits for the exit and gives code 3 with the same bytes", async () => {
     const got = await page.evaluate(
       async ({ url, token }) => {

@@ -4,6 +4,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { ComputerClient } from "../src/client/client.js";
 import { Computer } from "../src/runtime/computer.js";
 import { runExecHandleContract } from "./support/exec-handle-contract.js";
 import { startServer } from "./support/server-harness.js";
@@ -24,3 +25,27 @@ runExecHandleContract("ComputerClient over HTTP", async () => {
   const h = await startServer();
   return { api: h.client, close: () => h.close() };
 });
+
+// The websocket transport (every execution multiplexed on one socket) must
+// keep the same contract, in binary records and in text frames.
+for (const binary of [true, false]) {
+  runExecHandleContract(
+    `ComputerClient over WebSocket (${binary ? "binary" : "text"})`,
+    async () => {
+      const h = await startServer();
+      const api = new ComputerClient({
+        url: h.url,
+        token: h.token,
+        transport: "websocket",
+        binary,
+      });
+      return {
+        api,
+        async close() {
+          await api.close();
+          await h.close();
+        },
+      };
+    },
+  );
+}

@@ -83,7 +83,9 @@ describe("exec over the WebSocket", () => {
     await s.until(() => /33 101/.test(s.text(id)), "stty size 33 101");
     s.send({ type: "stdin", id, data: "exit 7\r" });
     await s.until(() => s.frames.some((f) => f.id === id && f.name === "exit"), "exit");
-    const mine = s.frames.filter((f) => f.id === id);
+    // The start is acknowledged by a `started` extension frame (no seq).
+    expect(s.frames.filter((f) => f.id === id && f.name === "started")).toHaveLength(1);
+    const mine = s.frames.filter((f) => f.id === id && f.name !== "started");
     expect(mine.at(-1)).toMatchObject({ name: "exit", value: 7 });
     // Gap-free from seq 1: nothing was lost between the start and the subscription.
     expect(mine.map((f) => f.seq)).toEqual(mine.map((_, i) => i + 1));

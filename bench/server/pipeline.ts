@@ -4,8 +4,9 @@
 // on top of the runtime (encoding, batching, cache, GC) from socket and client
 // costs, which on 2 cores swamp end-to-end runs with noise.
 //   npm run bench:build && node .bench-out/bench/server/pipeline.js [--size MiB] [--reps N]
-// Modes per rep: "events" (for await over run.events(), no encoding) and
-// "pump" (the server's path to a counting sink).
+// Modes per rep: "events" (for await over run.events(), no encoding),
+// "pump" (the server's path to a counting sink, exec-wire text frames) and
+// "binary" (the same with binary WebSocket records).
 
 import { rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -13,6 +14,7 @@ import path from "node:path";
 import { Computer, type ExecEvent } from "../../src/index.js";
 import { FrameEncoders } from "../../src/server/streaming/encode-cache.js";
 import { type ByteSink, pumpEvents } from "../../src/server/streaming/pump.js";
+import { encodeBinaryRecord, encodeBinaryRecordHeader } from "../../src/wire/ws-binary.js";
 import { numberOption } from "../support/args.js";
 import { median } from "../support/stats.js";
 
@@ -22,7 +24,7 @@ const ws = path.join(tmpdir(), `ac-pipeline-${process.pid}`);
 const computer = new Computer({ workspace: ws, heartbeatMs: 0 });
 const encoders = new FrameEncoders();
 
-type Mode = "events" | "pump";
+type Mode = "events" | "pump" | "binary";
 
 async function once(mode: Mode): Promise<number> {
   const t0 = performance.now();
@@ -44,7 +46,17 @@ async function once(mode: Mode): Promise<number> {
       },
       drained: () => Promise.resolve(),
     };
-    const encoder = encoders.open("ndjson", run.id);
+    const encoder =
+      mode === "binary"
+        ? {
+            // As the server's binary encoder (routes/ws.ts): header + the event's bytes.
+            encode: (ev: ExecEvent) => {
+              const header = encodeBinaryRecordHeader(ev, Buffer.allocUnsafe);
+              return header ? [header, ev.value as Uint8Array] : encodeBinaryRecord(ev);
+            },
+            close() {},
+          }
+        : encoders.open("ndjson", run.id);
     await pumpEvents(run.events({ heartbeats: false }), sink, { encode: encoder.encode });
     encoder.close();
   }
@@ -55,9 +67,9 @@ async function once(mode: Mode): Promise<number> {
   return SIZE / 1e6 / ((performance.now() - t0) / 1000);
 }
 
-const results: Record<Mode, number[]> = { events: [], pump: [] };
+const results: Record<Mode, number[]> = { events: [], pump: [], binary: [] };
 for (let r = 0; r < REPS; r++)
-  for (const m of ["events", "pump"] as const) results[m].push(await once(m));
+  for (const m of ["events", "pump", "binary"] as const) results[m].push(await once(m));
 await computer.close();
 rmSync(ws, { recursive: true, force: true });
 console.log(`| path (${SIZE / 1048576} MiB of /dev/zero, median of ${REPS}) | MB/s of output |`);
@@ -65,4 +77,7 @@ console.log("| --- | ---: |");
 console.log(`| run.events(), no encoding | ${median(results.events).toFixed(0)} |`);
 console.log(
   `| pumpEvents + exec-wire frames to a counting sink | ${median(results.pump).toFixed(0)} |`,
+);
+console.log(
+  `| pumpEvents + binary WebSocket records to a counting sink | ${median(results.binary).toFixed(0)} |`,
 );

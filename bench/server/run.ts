@@ -1,7 +1,9 @@
 // Server streaming benchmark (`npm run bench:server`). In one run, side by side:
 //  1. throughput: `head -c SIZE /dev/zero` streamed to a client over exec-wire
 //     HTTP (the ComputerClient SDK), SSE (fetch + our SSE parser, each event's
-//     data decoded by decodeExecFrame) and WebSocket (`ws` + the exec-wire decoder), against a raw
+//     data decoded by decodeExecFrame), WebSocket (`ws` + the exec-wire decoder)
+//     and the SDK over its websocket transport (text frames, and binary
+//     records negotiated by subprotocol), against a raw
 //     node:http server piping the same command's stdout (fetch client). Every
 //     client decodes back to the command's bytes and checks the count;
 //  2. fan-out: N subscribers (default 500, one HTTP connection each) on one
@@ -110,7 +112,13 @@ async function wsRun(url: string, client: ComputerClient, cmd: string): Promise<
   });
   const t0 = performance.now();
   // Gate on stdin so the subscription is in place before the first byte.
-  const handle = await client.exec(`head -c 1 >/dev/null; ${cmd}`, { stdin: "pipe" });
+  // Started with a plain POST (no stream-on-create): the SDK's exec() would
+  // hold an unread HTTP stream of its own, and the server's backpressure
+  // would pace the command to that stream instead of to this socket.
+  const res = await client.request("POST", "/v1/execs", {
+    json: { command: `head -c 1 >/dev/null; ${cmd}`, stdin: { pipe: true } },
+  });
+  const handle = await client.get(((await res.json()) as { id: string }).id);
   const decoder = new ExecWireDecoder();
   let bytes = 0;
   const done = new Promise<void>((resolve, reject) => {
@@ -278,6 +286,13 @@ async function main() {
   const servers = await startServers();
   const { ours, raw } = servers;
   const client = new ComputerClient({ url: ours.url, token: TOKEN });
+  const wsText = new ComputerClient({
+    url: ours.url,
+    token: TOKEN,
+    transport: "websocket",
+    binary: false,
+  });
+  const wsBinary = new ComputerClient({ url: ours.url, token: TOKEN, transport: "websocket" });
   const cmd = `head -c ${SIZE} /dev/zero`;
   const results: Record<
     string,
@@ -292,6 +307,8 @@ async function main() {
       "exec-wire HTTP (ComputerClient)": () => ndjsonRun(client, cmd),
       "SSE (fetch + SSE parser + decodeExecFrame)": () => sseRun(ours.url, client, cmd),
       "WebSocket (ws + exec-wire decoder)": () => wsRun(ours.url, client, cmd),
+      "SDK over WebSocket (text)": () => ndjsonRun(wsText, cmd),
+      "SDK over WebSocket (binary)": () => ndjsonRun(wsBinary, cmd),
     };
     // REPS rounds over the transports, each round starting one transport
     // later (so no transport always runs first or last), and each of our runs
@@ -364,6 +381,8 @@ async function main() {
       ["exec-wire HTTP (ComputerClient)", () => latencyNdjson(client)],
       ["SSE", () => latencySse(ours.url)],
       ["WebSocket", () => latencyWs(ours.url, client)],
+      ["SDK over WebSocket (text)", () => latencyNdjson(wsText)],
+      ["SDK over WebSocket (binary)", () => latencyNdjson(wsBinary)],
     ]) {
       const s = await fn();
       if (s.length !== LAT_N) throw new Error(`${name}: ${s.length} samples, expected ${LAT_N}`);
@@ -372,6 +391,8 @@ async function main() {
       );
     }
   } finally {
+    await wsText.close();
+    await wsBinary.close();
     await servers.stop();
   }
 }

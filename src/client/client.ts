@@ -13,6 +13,11 @@
 // response body is read only when the consumer asks for more, so a slow
 // consumer applies TCP backpressure all the way to the server, which in turn
 // just falls behind in the log.
+//
+// Transports: "http" (default) streams each execution over its own HTTP
+// response; "websocket" multiplexes every execution on one socket to /v1/ws
+// (ws-transport.ts), in binary records when the server offers them. Both are
+// connections of the same resume loop; docs/api.md says which to choose when.
 
 import type {
   ComputerApi,
@@ -24,7 +29,7 @@ import type {
   ExecSpec,
   ScreenSnapshot,
 } from "../runtime/types.js";
-import { decodeBase64, encodeBase64 } from "../wire/base64.js";
+import { decodeBase64 } from "../wire/base64.js";
 import { ComputerError, errorFromResponse } from "../wire/errors.js";
 import { ExecWireDecoder, type ExecWireError } from "../wire/exec-wire/index.js";
 import { parseAfter, resolveAfter } from "../wire/position.js";
@@ -36,7 +41,10 @@ import {
   type TruncationPolicy,
 } from "../wire/resume.js";
 import type { Chunk, ExecEvent } from "../wire/types.js";
+import { execBody, newExecId } from "./exec-body.js";
 import { UiClient } from "./ui.js";
+import type { WebSocketFactory } from "./ws-socket.js";
+import { type OpenedSubscription, WsTransport } from "./ws-transport.js";
 
 export type { ResumeOptions, TruncationPolicy };
 
@@ -62,6 +70,20 @@ export interface ComputerClientOptions {
   resume?: ResumeOptions;
   /** Extra headers on every request. */
   headers?: Record<string, string>;
+  /**
+   * How event streams travel: "http" (default: one response per stream) or
+   * "websocket" (every execution this client follows multiplexed on one
+   * socket; docs/api.md, "Choosing a transport"). Requests that are not
+   * streams (list, kill, files, result) use HTTP either way.
+   */
+  transport?: "http" | "websocket";
+  /**
+   * The websocket transport's socket (default: the global WebSocket, else
+   * the `ws` package in Node). See WebSocketFactory.
+   */
+  webSocket?: WebSocketFactory;
+  /** Ask the server for binary WebSocket records (default true; false: text frames). */
+  binary?: boolean;
 }
 
 export interface FileEntry {
@@ -136,6 +158,8 @@ export class ComputerClient implements ComputerApi {
   private readonly extraHeaders: Record<string, string>;
   /** @internal */
   readonly resume: Required<ResumeOptions>;
+  /** @internal The websocket transport, when chosen. */
+  readonly ws: WsTransport | undefined;
 
   constructor(options: ComputerClientOptions) {
     if (!options || typeof options.url !== "string") {
@@ -149,6 +173,22 @@ export class ComputerClient implements ComputerApi {
     this.extraHeaders = options.headers ?? {};
     this.resume = { ...DEFAULT_RESUME, ...options.resume };
     this.files = this.makeFiles();
+    if (options.transport !== undefined && options.transport !== "http") {
+      if (options.transport !== "websocket") {
+        throw new ComputerError("EINVAL", 'transport must be "http" or "websocket"');
+      }
+    }
+    this.ws =
+      options.transport === "websocket"
+        ? new WsTransport({
+            url: this.url,
+            headers: this.token
+              ? { ...this.extraHeaders, authorization: `Bearer ${this.token}` }
+              : { ...this.extraHeaders },
+            webSocket: options.webSocket,
+            binary: options.binary,
+          })
+        : undefined;
     this.ui = new UiClient({
       url: this.url,
       token: this.token,
@@ -198,25 +238,13 @@ export class ComputerClient implements ComputerApi {
   }
 
   async exec(spec: ExecSpec, options: ExecOptions = {}): Promise<RemoteExecHandle> {
-    const body: Record<string, unknown> = {};
-    if (typeof spec === "string") body.command = spec;
-    else if ("argv" in spec) body.argv = spec.argv;
-    else body.command = spec.command;
-    if (options.id !== undefined) body.id = options.id;
-    if (options.cwd !== undefined) body.cwd = options.cwd;
-    if (options.env !== undefined) body.env = options.env;
-    if (options.timeoutMs !== undefined) body.timeoutMs = options.timeoutMs;
-    if (options.encoding !== undefined) body.encoding = options.encoding;
-    if (options.pty !== undefined) body.pty = { cols: options.pty.cols, rows: options.pty.rows };
-    if (options.limits !== undefined) body.limits = options.limits;
-    if (options.network !== undefined) body.network = options.network;
-    if (options.stdin !== undefined) {
-      body.stdin =
-        options.stdin === "pipe"
-          ? { pipe: true }
-          : typeof options.stdin === "string"
-            ? options.stdin
-            : { b64: encodeBase64(options.stdin) };
+    const body = execBody(spec, options);
+    if (this.ws) {
+      // The `exec` message starts the command and subscribes this socket from
+      // seq 0 at once (the command is held for that reader, as over HTTP).
+      const id = options.id ?? newExecId();
+      const opened = await this.ws.exec(id, body);
+      return new RemoteExecHandle(this, id, opened);
     }
     // Start and subscribe in one request (the stream-on-create route): the
     // server reads the log from seq 1 for this stream from the moment the
@@ -239,7 +267,7 @@ export class ComputerClient implements ComputerApi {
       abort.abort();
       throw new ComputerError("ENETWORK", "the server answered exec without an execution id");
     }
-    return new RemoteExecHandle(this, id, { body: res.body, abort, response: res });
+    return new RemoteExecHandle(this, id, openedResponse(res, res.body, abort, id));
   }
 
   async get(id: string): Promise<RemoteExecHandle> {
@@ -264,8 +292,10 @@ export class ComputerClient implements ComputerApi {
     await this.json("DELETE", `/v1/execs/${encodeURIComponent(id)}`);
   }
 
-  /** Nothing to release: streams are closed by their consumers or AbortSignals. */
-  async close(): Promise<void> {}
+  /** Closes the websocket transport's sockets (HTTP streams are closed by their consumers or AbortSignals). */
+  async close(): Promise<void> {
+    this.ws?.close();
+  }
 
   /** GET /healthz. */
   async health(): Promise<{ ok: boolean }> {
@@ -325,17 +355,30 @@ function describe(err: unknown): string {
   return (err as Error)?.message ?? String(err);
 }
 
-/** An execution on a server: the same ExecHandle the in-process Computer returns. */
-/** The event stream exec() opened with the command, until events() takes it. */
-interface OpenedStream {
-  body: ReadableStream<Uint8Array>;
-  abort: AbortController;
-  /**
-   * Held while the stream waits to be read: undici cancels the body of a
-   * Response that is garbage-collected, which ended the stream early.
-   */
-  response: Response;
+/** The event stream exec() opened with the command (from seq 1), until events() takes it. */
+type OpenedStream = OpenedSubscription;
+
+/** exec()'s HTTP response as an opened stream. */
+function openedResponse(
+  response: Response,
+  body: ReadableStream<Uint8Array>,
+  abort: AbortController,
+  id: string,
+): OpenedStream {
+  return {
+    take: (heartbeats, signal) => {
+      if (signal.aborted) abort.abort();
+      else signal.addEventListener("abort", () => abort.abort(), { once: true });
+      // Held while the stream waits to be read: undici cancels the body of a
+      // Response that is garbage-collected, which ended the stream early.
+      void response;
+      return decodeEvents(body, id, heartbeats);
+    },
+    release: () => abort.abort(),
+  };
 }
+
+/** An execution on a server: the same ExecHandle the in-process Computer returns. */
 
 export class RemoteExecHandle<V extends Chunk = Chunk> implements ExecHandle<V> {
   constructor(
@@ -356,7 +399,7 @@ export class RemoteExecHandle<V extends Chunk = Chunk> implements ExecHandle<V> 
   }
 
   private releaseOpened(): void {
-    this.takeOpened()?.abort.abort();
+    this.takeOpened()?.release();
   }
 
   private get path(): string {
@@ -381,11 +424,14 @@ export class RemoteExecHandle<V extends Chunk = Chunk> implements ExecHandle<V> 
         const o = opened;
         opened = undefined;
         if (o && after === 0) {
-          if (signal.aborted) o.abort.abort();
-          else signal.addEventListener("abort", () => o.abort.abort(), { once: true });
-          return decodeEvents<V>(o.body, id, heartbeats);
+          return o.take(heartbeats, signal) as AsyncIterable<ExecEvent<V>[]>;
         }
-        o?.abort.abort();
+        o?.release();
+        if (client.ws) {
+          return (await client.ws.subscribe(id, after, heartbeats, signal)) as AsyncIterable<
+            ExecEvent<V>[]
+          >;
+        }
         const res = await client.request(
           "GET",
           `${path}/events?after=${after}${heartbeats ? "" : "&heartbeats=0"}`,

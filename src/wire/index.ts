@@ -38,3 +38,15 @@ export {
   SseParserStream,
 } from "./sse.js";
 export type * from "./types.js";
+export {
+  type Alloc,
+  BINARY_SUBPROTOCOL,
+  type BinaryDecodeOptions,
+  BinaryFrameError,
+  decodeBinaryMessage,
+  encodeBinaryMessage,
+  encodeBinaryRecord,
+  encodeBinaryRecordHeader,
+  RECORD_HEADER_BYTES,
+  RECORD_KIND,
+} from "./ws-binary.js";

@@ -12,9 +12,16 @@
 //     stdin/resize messages so input sent right after it reaches the new command)
 // Server -> client, text messages holding one or more complete exec-wire lines
 // (each ending in "\n"), so a client feeds every message to the same JSONL
-// decoder it uses over HTTP. A subscription ends after its exit frame, or with
-// an exec-wire error frame carrying its id (ENOENT, ELOG_TRUNCATED with
-// earliestSeq, ...). A bad message gets an error frame without id (EINVAL).
+// decoder it uses over HTTP. A subscription ends after its exit frame, with
+// an `end` extension frame (the stream ended without one: a tail of a
+// finished execution), or with an exec-wire error frame carrying its id
+// (ENOENT, ELOG_TRUNCATED with earliestSeq, ...). An `exec` that started is
+// acknowledged by a `started` extension frame. A bad message gets an error
+// frame without id (EINVAL).
+// Binary mode: a client that offers the subprotocol BINARY_SUBPROTOCOL gets
+// every subscription's events as binary messages of records (wire/ws-binary.ts:
+// raw output bytes, no base64); error frames and acknowledgements stay text
+// lines. Clients that do not ask get text, as before.
 //
 // Each subscription is its own pump over the execution's event stream, so a
 // slow execution never stalls another. Backpressure is per socket: while
@@ -28,7 +35,12 @@ import type { ExecHandle } from "../../runtime/types.js";
 import { ComputerError } from "../../wire/errors.js";
 import { encodeErrorFrame } from "../../wire/exec-wire/index.js";
 import { type After, parseAfter } from "../../wire/position.js";
-import type { ErrorFrame } from "../../wire/types.js";
+import type { ErrorFrame, ExecEvent } from "../../wire/types.js";
+import {
+  BINARY_SUBPROTOCOL,
+  encodeBinaryRecord,
+  encodeBinaryRecordHeader,
+} from "../../wire/ws-binary.js";
 import type { ServerDeps } from "../deps.js";
 import { errorFrame } from "../http/errors.js";
 import type { Router } from "../http/router.js";
@@ -114,6 +126,24 @@ function parseMessage(msg: Record<string, unknown> & { id: string }): Message {
   return { type: "subscribe", id: msg.id, after, heartbeats: msg.heartbeats !== false };
 }
 
+/**
+ * The encoder of one binary-mode subscription: each event is one record
+ * (wire/ws-binary.ts). Raw output is a small header (from Node's pool) plus
+ * the event's own bytes, joined once into the socket message by the sink:
+ * a record per chunk would allocate one more ArrayBuffer per chunk, the churn
+ * that costs the server GC time. Not shared between subscribers (the text
+ * encoders' fan-out cache is keyed by format).
+ */
+function binaryEncoder(): { encode(ev: ExecEvent): Uint8Array | Uint8Array[]; close(): void } {
+  return {
+    encode: (ev) => {
+      const header = encodeBinaryRecordHeader(ev, Buffer.allocUnsafe);
+      return header ? [header, ev.value as Uint8Array] : encodeBinaryRecord(ev, Buffer.allocUnsafe);
+    },
+    close() {},
+  };
+}
+
 export interface WsEndpoint {
   wss: WebSocketServer;
   closeAll(): void;
@@ -124,6 +154,12 @@ export function registerWebSocket(router: Router, deps: ServerDeps): WsEndpoint 
     noServer: true,
     maxPayload: MAX_MESSAGE_BYTES,
     perMessageDeflate: false, // compression costs more CPU than loopback bandwidth saves
+    // Binary output records when the client asks for them; otherwise what `ws`
+    // does by default (the first protocol offered), so nothing changes for others.
+    handleProtocols: (offered: Set<string>) =>
+      offered.has(BINARY_SUBPROTOCOL)
+        ? BINARY_SUBPROTOCOL
+        : (offered.values().next().value ?? false),
   });
 
   router.upgrade("/v1/ws", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
@@ -135,7 +171,12 @@ export function registerWebSocket(router: Router, deps: ServerDeps): WsEndpoint 
     req.socket.setNoDelay(true);
     const subs = new Map<string, AbortController>();
     const high = deps.limits.wsHighWaterBytes;
-    const sink = webSocketSink(ws, high);
+    const binary = ws.protocol === BINARY_SUBPROTOCOL;
+    const sink = webSocketSink(ws, high, binary);
+    /** An extension frame (skipped by exec-wire decoders that do not know it). */
+    const sendNotice = (id: string, name: "unsubscribed" | "started" | "end") => {
+      if (!sink.closed) ws.send(`${JSON.stringify({ id, name })}\n`, { binary: false });
+    };
     const sendFrame = (frame: ErrorFrame) => {
       deps.metrics.errors.inc({ code: frame.code });
       if (!sink.closed) ws.send(encodeErrorFrame(frame), { binary: false });
@@ -173,7 +214,7 @@ export function registerWebSocket(router: Router, deps: ServerDeps): WsEndpoint 
           signal: ac.signal,
           transport: "ws",
         });
-        const encoder = deps.encoders.open("ndjson", id);
+        const encoder = binary ? binaryEncoder() : deps.encoders.open("ndjson", id);
         try {
           if (ac.signal.aborted) {
             sub.stream.cancel().catch(() => {});
@@ -192,6 +233,9 @@ export function registerWebSocket(router: Router, deps: ServerDeps): WsEndpoint 
             onBytes: (n) => deps.metrics.bytesStreamed.inc({ transport: "ws" }, n),
           });
           if (end.kind === "error") throw end.error;
+          // Ended without an exit frame (a tail of a finished execution): say so,
+          // or the client could not tell it from a subscription still waiting.
+          if (end.kind === "eof" && !ac.signal.aborted) sendNotice(id, "end");
         } finally {
           encoder.close();
           sub.release();
@@ -230,8 +274,7 @@ export function registerWebSocket(router: Router, deps: ServerDeps): WsEndpoint 
           // Acknowledged with an extension frame (an unknown name with an id,
           // which exec-wire decoders skip), never an error frame: after it no
           // frame of that subscription follows.
-          if (!sink.closed)
-            ws.send(`${JSON.stringify({ id, name: "unsubscribed" })}\n`, { binary: false });
+          sendNotice(id, "unsubscribed");
           return;
         }
         if (msg.type === "exec") {
@@ -242,7 +285,7 @@ export function registerWebSocket(router: Router, deps: ServerDeps): WsEndpoint 
             deps.computer.exec(spec, { ...options, id, awaitReader: true }),
           );
           inputs = started.then(
-            () => {},
+            () => sendNotice(id, "started"),
             () => {},
           );
           void subscribe(id, 0, msg.heartbeats, () => started);

@@ -38,8 +38,12 @@ export interface ByteSink {
 }
 
 export interface PumpOptions {
-  /** Encodes one event to its bytes on the wire; null skips it. */
-  encode(ev: ExecEvent): Frame | null;
+  /**
+   * Encodes one event to its bytes on the wire; null skips it. An array is
+   * one event in several parts (a binary record's header and its payload, so
+   * the payload is copied once, into the sink's message, not into a record first).
+   */
+  encode(ev: ExecEvent): Frame | Frame[] | null;
   /** Flush early once a batch reaches this many bytes (default 256 KiB). */
   batchBytes?: number;
   /** Called per flushed batch with its size in bytes (metrics). */
@@ -94,6 +98,17 @@ export async function pumpEvents(
     if (!ok) await sink.drained();
     return !sink.closed;
   };
+  const add = (bytes: Frame | Frame[]) => {
+    if (!Array.isArray(bytes)) {
+      batch.push(bytes);
+      batchSize += bytes.length;
+      return;
+    }
+    for (const part of bytes) {
+      batch.push(part);
+      batchSize += part.length;
+    }
+  };
   let pending = reader.read();
   try {
     for (;;) {
@@ -110,17 +125,13 @@ export async function pumpEvents(
       if (sink.closed) return { kind: "closed" };
       const bytes = options.encode(ev);
       if (ev.name === "exit") {
-        if (bytes) {
-          batch.push(bytes);
-          batchSize += bytes.length;
-        }
+        if (bytes) add(bytes);
         if (!(await flush())) return { kind: "closed" };
         return { kind: "exit" };
       }
       pending = reader.read();
       if (bytes) {
-        batch.push(bytes);
-        batchSize += bytes.length;
+        add(bytes);
         if (batchSize >= limit && !(await flush())) return { kind: "closed" };
       }
     }

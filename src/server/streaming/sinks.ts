@@ -72,11 +72,16 @@ function joinFrames(parts: Frame[], totalBytes: number): Uint8Array {
 
 /**
  * A ByteSink over a WebSocket, shared by every subscription on it: each batch
- * is one text message; "full" while `bufferedAmount` is over `highWaterBytes`,
+ * is one message (text lines, or binary records in binary mode); "full" while `bufferedAmount` is over `highWaterBytes`,
  * and waiters wake once the send callbacks bring it under half of that (or
  * the socket closed: call `close()` from the socket's 'close' handler).
  */
-export function webSocketSink(ws: WebSocket, highWaterBytes: number): ByteSink & { close(): void } {
+export function webSocketSink(
+  ws: WebSocket,
+  highWaterBytes: number,
+  /** Send each batch as a binary message (binary records) instead of text lines. */
+  binary = false,
+): ByteSink & { close(): void } {
   let closed = false;
   let waiters: (() => void)[] = [];
   const wake = () => {
@@ -90,7 +95,7 @@ export function webSocketSink(ws: WebSocket, highWaterBytes: number): ByteSink &
       return closed;
     },
     write(parts, totalBytes) {
-      ws.send(joinFrames(parts, totalBytes), { binary: false }, wake);
+      ws.send(joinFrames(parts, totalBytes), { binary }, wake);
       return ws.bufferedAmount < highWaterBytes;
     },
     drained() {

@@ -50,7 +50,19 @@ function bootId(): string | null {
  */
 export function processStart(pid: number): string | undefined {
   const boot = bootId();
-  if (!boot || !(pid > 0)) return undefined;
+  if (!boot) return undefined;
+  const rest = liveStat(pid);
+  // rest[0] is field 3 (state); field 22 (starttime) is rest[19].
+  const ticks = rest?.[19];
+  return ticks ? `${ticks}@${boot}` : undefined;
+}
+
+/**
+ * Fields 3 onwards of /proc/<pid>/stat, or undefined when the process does
+ * not exist or is a zombie (it holds nothing any more).
+ */
+function liveStat(pid: number): string[] | undefined {
+  if (!(pid > 0)) return undefined;
   let stat: string;
   try {
     stat = readFileSync(`/proc/${pid}/stat`, "utf8");
@@ -59,10 +71,7 @@ export function processStart(pid: number): string | undefined {
   }
   // Field 2 (comm) is in parentheses and may hold spaces: split after its last ")".
   const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  // rest[0] is field 3 (state); field 22 (starttime) is rest[19].
-  const ticks = rest[19];
-  if (!ticks || rest[0] === "Z") return undefined;
-  return `${ticks}@${boot}`;
+  return rest[0] === "Z" ? undefined : rest;
 }
 
 /** Signal a whole process group; a group that is already gone is fine. */
@@ -188,16 +197,6 @@ function scanSoon(key: string, leader: number | undefined): Promise<void> {
 /** How long an exit waits for SIGKILLed stragglers to be gone (they normally take < 1 ms). */
 const DEATH_WAIT_MS = 2000;
 
-/** Whether `pid` is alive: present and not a zombie (a zombie holds nothing). */
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat[stat.lastIndexOf(")") + 2] !== "Z";
-  } catch {
-    return false;
-  }
-}
-
 /**
  * Resolves once every pid in `pids` is gone or a zombie (bounded). SIGKILL is
  * delivered when the target next runs, so on a busy host a killed daemon can
@@ -206,10 +205,10 @@ function alive(pid: number): boolean {
  */
 async function untilDead(pids: number[]): Promise<void> {
   const deadline = Date.now() + DEATH_WAIT_MS;
-  let left = pids.filter(alive);
+  let left = pids.filter((p) => liveStat(p) !== undefined);
   while (left.length > 0 && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 2));
-    left = left.filter(alive);
+    left = left.filter((p) => liveStat(p) !== undefined);
   }
 }
 

@@ -3,7 +3,7 @@
 // event loop). Started by run.ts from the compiled tree (.bench-out/):
 //
 //   node .bench-out/bench/cluster/node.js --id a --log redis://127.0.0.1:PORT
-//   node .bench-out/bench/cluster/node.js --id single --log memory [--log-max-bytes N] [--max-concurrent N]
+//   node .bench-out/bench/cluster/node.js --id single --log memory [--log-max-bytes N] [--max-concurrent N] [--confine auto|off]
 //
 // Prints one JSON line {"url": ...} once listening; exits on SIGTERM.
 
@@ -17,6 +17,7 @@ const id = stringOption("id", "node");
 const eventLog = stringOption("log", "memory");
 const logMaxBytes = numberOption("log-max-bytes", 16 * 1024 * 1024);
 const maxConcurrent = numberOption("max-concurrent", 1000);
+const confine = stringOption("confine", "auto") as "auto" | "off";
 const workspace = mkdtempSync(join(tmpdir(), `ac-bench-${id}-`));
 
 // The same composition `agent-computer serve` runs, without log lines or heartbeats.
@@ -28,6 +29,7 @@ const node = await startNode({
   nodeId: id,
   logMaxBytes,
   maxConcurrent,
+  confine,
   heartbeatMs: 0,
   logger: false,
   env: {},

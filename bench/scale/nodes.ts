@@ -38,6 +38,7 @@ async function startOne(
   id: string,
   log: string,
   maxConcurrent: number,
+  confine: "auto" | "off",
 ): Promise<ScaleNode & { child: ChildProcess }> {
   const { child, ready } = await startNodeProcess(
     [
@@ -48,6 +49,8 @@ async function startOne(
       log,
       "--max-concurrent",
       String(maxConcurrent),
+      "--confine",
+      confine,
     ],
     /^(\{.*\})$/m,
   );
@@ -57,19 +60,23 @@ async function startOne(
   return { url, pid, child, rssMiB: () => rssMiB(pid) };
 }
 
-/** One memory-log node, or (`redis`) two nodes sharing a fresh Redis. */
+/**
+ * One memory-log node, or (`redis`) two nodes sharing a fresh Redis.
+ * `confine`: `auto` (serve's default: sandboxed when the host allows) or `off`.
+ */
 export async function startCluster(
   kind: "memory" | "redis",
   maxConcurrent: number,
+  confine: "auto" | "off" = "auto",
 ): Promise<ScaleCluster> {
   let redis: RedisServer | undefined;
   const started: (ScaleNode & { child: ChildProcess })[] = [];
   if (kind === "memory") {
-    started.push(await startOne("single", "memory", maxConcurrent));
+    started.push(await startOne("single", "memory", maxConcurrent, confine));
   } else {
     redis = await startRedis();
-    started.push(await startOne("a", redis.url, maxConcurrent));
-    started.push(await startOne("b", redis.url, maxConcurrent));
+    started.push(await startOne("a", redis.url, maxConcurrent, confine));
+    started.push(await startOne("b", redis.url, maxConcurrent, confine));
   }
   return {
     nodes: started,

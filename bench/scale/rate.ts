@@ -83,6 +83,7 @@ export async function execRate(
   concurrency: number,
   seconds: number,
   rounds: number,
+  label = "",
 ) {
   const ms = seconds * 1000;
   await loops(concurrency, 500, () => httpOnce(node.url)); // warm-up
@@ -90,7 +91,7 @@ export async function execRate(
   const ours: number[] = [];
   const raw: number[] = [];
   console.log(
-    `\n## Exec rate: ${concurrency} concurrent \`true\`, ${seconds} s per run, ${rounds} interleaved rounds`,
+    `\n## Exec rate${label}: ${concurrency} concurrent \`true\`, ${seconds} s per run, ${rounds} interleaved rounds`,
   );
   console.log(
     "| round | ours over HTTP (exec/s) | raw spawn loop (exec/s) | ratio |\n| ---: | ---: | ---: | ---: |",

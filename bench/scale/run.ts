@@ -7,7 +7,9 @@
 // Usage (`npm run bench:scale -- ARGS` builds first):
 //   node .bench-out/bench/scale/run.js [--part rate|live|all] [--concurrency 16]
 //     [--seconds 5] [--rounds 3] [--runs 200] [--n 200] [--d 10]
-//     [--transport sse|ws|both] [--log memory|redis|both]
+//     [--transport sse|ws|both] [--log memory|redis|both] [--confine off|auto|both]
+// The exec-rate server runs unconfined and confined (serve's default) by
+// default: the raw spawn loop it is compared with is never sandboxed.
 // The issue's full size is --n 1000 --d 60 (about 70 s per setup and
 // transport); quick runs use the defaults.
 
@@ -25,17 +27,23 @@ const n = numberOption("n", 200);
 const d = numberOption("d", 10);
 const transportOpt = stringOption("transport", "sse");
 const logOpt = stringOption("log", "both");
+const confineOpt = stringOption("confine", "both") as "auto" | "off" | "both";
 const transports: Transport[] =
   transportOpt === "both" ? ["sse", "ws"] : [transportOpt as Transport];
 const logs = logOpt === "both" ? (["memory", "redis"] as const) : [logOpt as "memory" | "redis"];
 
 console.log(`# bench:scale (node ${process.version}, ${new Date().toISOString()})`);
 if (part === "rate" || part === "all") {
-  const cluster = await startCluster("memory", 4 * concurrency);
-  try {
-    await execRate(cluster.nodes[0]!, concurrency, seconds, rounds);
-  } finally {
-    await cluster.stop();
+  // The raw loop runs unconfined: the server is measured both ways.
+  for (const confine of confineOpt === "both" ? (["off", "auto"] as const) : [confineOpt]) {
+    const cluster = await startCluster("memory", 4 * concurrency, confine);
+    try {
+      const label =
+        confine === "off" ? " (server unconfined)" : " (server confined: --confine auto)";
+      await execRate(cluster.nodes[0]!, concurrency, seconds, rounds, label);
+    } finally {
+      await cluster.stop();
+    }
   }
   await inProcessLatency(runs, rounds);
 }

@@ -18,6 +18,7 @@ import { ComputerClient, type RemoteExecHandle } from "../src/client/client.js";
 import { encodeBase64 } from "../src/wire/base64.js";
 import type { ExecEvent, LoggedEvent } from "../src/wire/types.js";
 import { ensureDistBuilt } from "./support/dist.js";
+import { listeningUrl } from "./support/proc-serve.js";
 
 const root = path.resolve(__dirname, "..");
 const cli = path.join(root, "dist/cli/main.js");
@@ -37,26 +38,11 @@ async function startServer(port: number, db: string, ws: string): Promise<string
     },
   );
   child = c;
-  let out = "";
   let err = "";
   c.stderr!.on("data", (d) => {
     err += d;
   });
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start: ${err}`)), 30_000);
-    c.stdout!.on("data", (d) => {
-      out += d;
-      const m = /listening: (http:\/\/[^/\s]+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]!);
-      }
-    });
-    c.once("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`server exited with ${code}: ${err}`));
-    });
-  });
+  const url = await listeningUrl(c, "server", () => err);
   c.stdout!.resume();
   return url;
 }

@@ -18,7 +18,14 @@ import { Computer } from "../src/runtime/computer.js";
 import { reapLost } from "../src/runtime/reaper.js";
 import { MemoryEventLog } from "../src/store/memory-log.js";
 import { ensureDistBuilt } from "./support/dist.js";
-import { killAll, running, startServe, until, waitGone } from "./support/proc-serve.js";
+import {
+  killAll,
+  running,
+  type ServeProc,
+  startServe,
+  until,
+  waitGone,
+} from "./support/proc-serve.js";
 import { redisAvailable, startRedis } from "./support/redis-server.js";
 
 const DAEMON =
@@ -48,20 +55,30 @@ afterAll(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
+/**
+ * Starts `commands` and then the setsid daemon on `node`: their handles, in
+ * that order, and every pid they run as (also recorded as strays to clean
+ * up after the test).
+ */
+async function startStubborn(node: ServeProc, ws: string, commands: string[]) {
+  const handles = [];
+  for (const c of [...commands, DAEMON]) handles.push(await node.client.exec(c));
+  const pids = await Promise.all(handles.map((h) => until(async () => (await h.info()).pid)));
+  pids.push(await daemonPid(ws));
+  strays.push(...pids);
+  return { handles, pids };
+}
+
 describe("processes never outlive their server", () => {
   it("kill -9 of the server, then a restart on the same log, kills every group of the lost executions", async () => {
     const dir = tmp("crash");
     const log = `sqlite:${path.join(dir, "log.db")}`;
     const ws = path.join(dir, "ws");
     const first = await startServe(["--workspace", ws, "--log", log]);
-    const quiet = await first.client.exec("sleep 1000");
-    const deaf = await first.client.exec("trap '' TERM; sleep 1000");
-    const daemon = await first.client.exec(DAEMON);
-    const pids = await Promise.all(
-      [quiet, deaf, daemon].map((h) => until(async () => (await h.info()).pid)),
-    );
-    pids.push(await daemonPid(ws));
-    strays.push(...pids);
+    const {
+      handles: [quiet, deaf, daemon],
+      pids,
+    } = await startStubborn(first, ws, ["sleep 1000", "trap '' TERM; sleep 1000"]);
     first.child.kill("SIGKILL");
     await first.exited;
     // The defect: the groups survive the server (parent 1), and nothing ends quiet ones.
@@ -94,13 +111,10 @@ describe("processes never outlive their server", () => {
       const env = { AGENT_COMPUTER_LOG: `${redis.url}?prefix=pr:`, AGENT_COMPUTER_NODE_ID: "n1" };
       try {
         const first = await startServe(["--workspace", ws], env);
-        const deaf = await first.client.exec("trap '' TERM; sleep 1000");
-        const daemon = await first.client.exec(DAEMON);
-        const pids = await Promise.all(
-          [deaf, daemon].map((h) => until(async () => (await h.info()).pid)),
-        );
-        pids.push(await daemonPid(ws));
-        strays.push(...pids);
+        const {
+          handles: [deaf],
+          pids,
+        } = await startStubborn(first, ws, ["trap '' TERM; sleep 1000"]);
         first.child.kill("SIGKILL");
         await first.exited;
         await new Promise((r) => setTimeout(r, 300));
@@ -129,13 +143,7 @@ describe("processes never outlive their server", () => {
   it("a double SIGTERM (forced exit) ends a TERM-ignoring command and a setsid daemon", async () => {
     const dir = tmp("forced");
     const node = await startServe(["--workspace", dir, "--log", "memory"]);
-    const deaf = await node.client.exec("trap '' TERM; sleep 1000");
-    const daemon = await node.client.exec(DAEMON);
-    const pids = await Promise.all(
-      [deaf, daemon].map((h) => until(async () => (await h.info()).pid)),
-    );
-    pids.push(await daemonPid(dir));
-    strays.push(...pids);
+    const { pids } = await startStubborn(node, dir, ["trap '' TERM; sleep 1000"]);
     node.child.kill("SIGTERM");
     await new Promise((r) => setTimeout(r, 200));
     node.child.kill("SIGTERM");

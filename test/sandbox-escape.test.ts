@@ -12,7 +12,6 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
-  readdirSync,
   readFileSync,
   rmSync,
   statSync,
@@ -31,6 +30,7 @@ import type {
   SpawnedExit,
 } from "../src/sandbox/index.js";
 import { createSandbox, probeHost } from "../src/sandbox/index.js";
+import { findHostProcesses } from "./support/host-procs.js";
 
 const host: HostReport = await probeHost();
 const canConfine = host.verdict.required.ok;
@@ -106,17 +106,7 @@ describe.skipIf(!canConfine)("sandbox escape suite", () => {
 
   /** Host processes whose command line starts with `marker` (`sleep 3017`: the sleep itself, not a shell naming it). */
   function hostProcesses(marker: string): number[] {
-    const pids: number[] = [];
-    for (const name of readdirSync("/proc")) {
-      if (!/^\d+$/.test(name)) continue;
-      try {
-        const cmd = readFileSync(`/proc/${name}/cmdline`, "utf8").replace(/\0/g, " ");
-        if (cmd.startsWith(marker)) pids.push(Number(name));
-      } catch {
-        // gone
-      }
-    }
-    return pids;
+    return findHostProcesses((cmd) => cmd.startsWith(marker));
   }
 
   async function listen(handler: http.RequestListener): Promise<number> {

@@ -14,7 +14,6 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
-  readdirSync,
   readFileSync,
   rmSync,
   statSync,
@@ -29,6 +28,7 @@ import type { ExecOptions, ExecResult } from "../src/runtime/types.js";
 import { WARM_INIT_ARGV } from "../src/sandbox/handoff.js";
 import { probeHost } from "../src/sandbox/index.js";
 import { ensureDistBuilt } from "./support/dist.js";
+import { findHostProcesses } from "./support/host-procs.js";
 import { listeningUrl } from "./support/proc-serve.js";
 
 const host = await probeHost();
@@ -92,28 +92,9 @@ async function serve(workspace: string, extra: string[]): Promise<Served> {
   };
 }
 
-/** Host processes whose command line contains `marker` (read from /proc: no procps needed). */
-/** Whether `pid` is the program `sleep` itself (not a shell or sandbox naming it). */
-function isSleep(pid: number): boolean {
-  try {
-    return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")[0] === "sleep";
-  } catch {
-    return false;
-  }
-}
-
+/** Host processes whose command line contains `marker`. */
 function hostProcesses(marker: string): number[] {
-  const out: number[] = [];
-  for (const name of readdirSync("/proc")) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const cmd = readFileSync(`/proc/${name}/cmdline`, "utf8").replace(/\0/g, " ");
-      if (cmd.includes(marker)) out.push(Number(name));
-    } catch {
-      // gone
-    }
-  }
-  return out;
+  return findHostProcesses((cmd) => cmd.includes(marker));
 }
 
 describe.skipIf(!canConfine)("escape attempts through `serve --confine required`", () => {
@@ -324,7 +305,7 @@ describe.skipIf(!canConfine)("kill -9 of the server with confined commands runni
       // processes carry the marker in their argv from the first exec on; a
       // sandbox killed while still starting is the watchdog's case, tested
       // in sandbox-warm.test.ts).
-      const sleeping = () => hostProcesses(`sleep ${marker}`).filter(isSleep).length;
+      const sleeping = () => findHostProcesses((cmd) => cmd.startsWith(`sleep ${marker}`)).length;
       while (sleeping() < 4 && Date.now() < deadline) {
         await new Promise((res) => setTimeout(res, 50));
       }

@@ -23,6 +23,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { flag, numberOption, stringOption } from "../support/args.js";
+import { execTrueToExit } from "../support/exec-true.js";
 import { median } from "../support/stats.js";
 
 type Kind =
@@ -130,15 +131,7 @@ async function phase(kind: string, bytes: number, n: number) {
     const ws = mkdtempSync(path.join(tmpdir(), "ac-bench-"));
     const boxed = kind.startsWith("exec-confined") ? await confinedComputer(ws) : undefined;
     const computer = boxed?.computer ?? new Computer({ workspace: ws });
-    const once = async () => {
-      const run = await computer.exec("true");
-      const reader = run.events().getReader();
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done || value.name === "exit") break;
-      }
-      reader.releaseLock();
-    };
+    const once = () => execTrueToExit(computer);
     result = await timePerRun(once, kind.endsWith("-paced") ? PACE_MS : 0);
     await computer.close();
     await boxed?.sandbox.dispose();

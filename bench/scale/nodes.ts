@@ -96,12 +96,13 @@ export async function startCluster(
 /** Keep-alive agent for every request of the benchmark process. */
 export const agent = new http.Agent({ keepAlive: true, maxSockets: Number.POSITIVE_INFINITY });
 
-/** A JSON request; resolves with status and parsed body. */
-export function requestJson(
+/** A request with a JSON body (if any); resolves with the status and the whole text. */
+export function requestText(
   url: string,
   method: string,
   body?: unknown,
-): Promise<{ status: number; body: unknown }> {
+  headers: Record<string, string> = {},
+): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
     const data = body === undefined ? undefined : JSON.stringify(body);
     const req = http.request(
@@ -111,6 +112,7 @@ export function requestJson(
         agent,
         headers: {
           authorization: `Bearer ${TOKEN}`,
+          ...headers,
           ...(data
             ? { "content-type": "application/json", "content-length": Buffer.byteLength(data) }
             : {}),
@@ -122,13 +124,21 @@ export function requestJson(
         res.on("data", (c: string) => {
           text += c;
         });
-        res.on("end", () =>
-          resolve({ status: res.statusCode ?? 0, body: text ? JSON.parse(text) : undefined }),
-        );
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
         res.on("error", reject);
       },
     );
     req.on("error", reject);
     req.end(data);
   });
+}
+
+/** A JSON request; resolves with status and parsed body. */
+export async function requestJson(
+  url: string,
+  method: string,
+  body?: unknown,
+): Promise<{ status: number; body: unknown }> {
+  const { status, text } = await requestText(url, method, body);
+  return { status, body: text ? JSON.parse(text) : undefined };
 }

@@ -12,11 +12,11 @@
 
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import http from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { execTrueToExit } from "../support/exec-true.js";
 import { median } from "../support/stats.js";
-import { agent, type ScaleNode, TOKEN } from "./nodes.js";
+import { requestText, type ScaleNode } from "./nodes.js";
 
 function rawOnce(): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -26,40 +26,17 @@ function rawOnce(): Promise<void> {
   });
 }
 
-const BODY = JSON.stringify({ command: "true", encoding: "utf8" });
-
 /** One `true` over HTTP, streamed to its exit frame; rejects unless it exited 0. */
-function httpOnce(url: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      `${url}/v1/execs?stream=1`,
-      {
-        method: "POST",
-        agent,
-        headers: {
-          authorization: `Bearer ${TOKEN}`,
-          accept: "application/x-ndjson",
-          "content-type": "application/json",
-          "content-length": BODY.length,
-        },
-      },
-      (res) => {
-        let text = "";
-        res.setEncoding("utf8");
-        res.on("data", (c: string) => {
-          text += c;
-        });
-        res.on("end", () =>
-          res.statusCode === 200 && text.includes('"name":"exit","value":0')
-            ? resolve()
-            : reject(new Error(`exec true: ${res.statusCode} ${text.slice(0, 200)}`)),
-        );
-        res.on("error", reject);
-      },
-    );
-    req.on("error", reject);
-    req.end(BODY);
-  });
+async function httpOnce(url: string): Promise<void> {
+  const { status, text } = await requestText(
+    `${url}/v1/execs?stream=1`,
+    "POST",
+    { command: "true", encoding: "utf8" },
+    { accept: "application/x-ndjson" },
+  );
+  if (status !== 200 || !text.includes('"name":"exit","value":0')) {
+    throw new Error(`exec true: ${status} ${text.slice(0, 200)}`);
+  }
 }
 
 /** Runs `once` from `concurrency` loops for `ms`; completed runs per second. */
@@ -115,15 +92,7 @@ export async function inProcessLatency(runs: number, rounds: number) {
   const { Computer } = await import("../../src/index.js");
   const ws = mkdtempSync(path.join(tmpdir(), "ac-bench-scale-"));
   const computer = new Computer({ workspace: ws, heartbeatMs: 0 });
-  const execOnce = async () => {
-    const run = await computer.exec("true");
-    const reader = run.events().getReader();
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done || value.name === "exit") break;
-    }
-    reader.releaseLock();
-  };
+  const execOnce = () => execTrueToExit(computer);
   const time = async (once: () => Promise<void>) => {
     const each: number[] = [];
     for (let i = 0; i < runs; i++) {

@@ -13,9 +13,9 @@ import type {
   ExitVerdict,
   LimitName,
   Limits,
-  NetworkPolicy,
   Prepared,
   Sandbox,
+  SandboxExecSpec,
   SpawnedExit,
 } from "../sandbox/types.js";
 import { ComputerError } from "../wire/errors.js";
@@ -23,31 +23,13 @@ import type { ExitReason } from "../wire/types.js";
 
 export type { Prepared, Sandbox };
 
-/** What one execution asks of its box (ExecOptions.limits / .network). */
-export interface ConfineRequest {
-  argv: string[];
-  cwd: string;
-  env: Record<string, string>;
-  limits?: Partial<Limits>;
-  network?: NetworkPolicy;
-  /** The caller can adopt an already-spawned sandbox (not a PTY): see Prepared.adopt. */
-  warm?: boolean;
-}
-
 /** The recipe for one execution: through the sandbox when there is one. */
 export async function prepareExec(
   sandbox: Sandbox | undefined,
-  req: ConfineRequest,
+  req: SandboxExecSpec,
 ): Promise<Prepared> {
   if (sandbox) {
-    return sandbox.prepare({
-      argv: req.argv,
-      cwd: req.cwd,
-      env: req.env,
-      ...(req.limits !== undefined ? { limits: req.limits } : {}),
-      ...(req.network !== undefined ? { network: req.network } : {}),
-      ...(req.warm ? { warm: true } : {}),
-    });
+    return sandbox.prepare(req);
   }
   const limits = resolveLimits(DEFAULT_LIMITS, builtInMaxima(), req.limits);
   if (req.network !== undefined && req.network !== "host") {

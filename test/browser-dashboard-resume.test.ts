@@ -7,9 +7,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Duplex } from "node:stream";
-import { chromium } from "playwright-core";
 import { describe, expect, it } from "vitest";
-import { CHROMIUM, CHROMIUM_ARGS, haveChromium } from "./support/chromium.js";
+import { haveChromium, launchChromium } from "./support/chromium.js";
 import { startServer } from "./support/server-harness.js";
 
 describe.skipIf(!haveChromium("browser tests"))("dashboard terminals in Chromium", () => {
@@ -21,11 +20,7 @@ describe.skipIf(!haveChromium("browser tests"))("dashboard terminals in Chromium
     h.server.httpServer.on("upgrade", (req, socket) => {
       if (req.url?.startsWith("/v1/ws")) sockets.add(socket);
     });
-    const context = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: CHROMIUM_ARGS,
-    });
+    const context = await launchChromium(profile);
     try {
       const page = await context.newPage();
       await page.goto(`${h.url}/?token=${h.token}`);

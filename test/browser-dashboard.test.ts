@@ -9,11 +9,11 @@
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type BrowserContext, chromium, type Page } from "playwright-core";
+import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { UiClient } from "../src/client/ui.js";
 import type { ComputerServer } from "../src/server/app.js";
-import { CHROMIUM, CHROMIUM_ARGS, haveChromium } from "./support/chromium.js";
+import { haveChromium, launchChromium } from "./support/chromium.js";
 import { ensureDashboardBuilt } from "./support/dist.js";
 import { type Harness, startServer } from "./support/server-harness.js";
 
@@ -71,12 +71,7 @@ describe.skipIf(!haveChromiumHere)("dashboard in Chromium", () => {
     profile = mkdtempSync(join(tmpdir(), "ac-chromium-"));
     harness = await startServer();
     ({ server, url: base, token } = harness);
-    context = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: CHROMIUM_ARGS,
-      viewport: { width: 1280, height: 860 },
-    });
+    context = await launchChromium(profile, { width: 1280, height: 860 });
   }, 120_000);
 
   afterAll(async () => {

@@ -4,12 +4,11 @@
 // node's executions as `lost` exactly once, and a restarted node id closing
 // what its previous incarnation left running.
 
-import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ClusterNode } from "../src/cluster/node.js";
 import { RedisEventLog } from "../src/store/redis/log.js";
-import type { ExecRecord } from "../src/store/types.js";
 import { ComputerError } from "../src/wire/errors.js";
+import { newExecRecord } from "./support/cluster.js";
 import { type RedisServer, redisAvailable, startRedis } from "./support/redis-server.js";
 
 const hasRedis = redisAvailable();
@@ -37,18 +36,7 @@ describe.skipIf(!hasRedis)("cluster node (liveness + control)", () => {
       ...extra,
     });
 
-  async function newExec(eventLog: RedisEventLog, node: string): Promise<ExecRecord> {
-    const id = randomUUID();
-    await eventLog.create({
-      id,
-      command: "x",
-      cwd: "",
-      encoding: "b64",
-      node,
-      startedAt: Date.now(),
-    });
-    return (await eventLog.get(id))!;
-  }
+  const newExec = newExecRecord;
 
   it("routes kill/write/end/dispose to the owner in order and returns its result", async () => {
     const prefix = `cn${n++}:`;

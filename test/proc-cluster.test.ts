@@ -5,7 +5,6 @@
 // - a node re-registers itself on every heartbeat, so after Redis lost its
 //   data (restart without persistence) a node that dies is still swept.
 
-import { randomUUID } from "node:crypto";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -13,24 +12,15 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ClusterNode } from "../src/cluster/node.js";
 import { startNode } from "../src/host/start-node.js";
 import type { RedisEventLog } from "../src/store/redis/log.js";
+import { newExecRecord } from "./support/cluster.js";
 import { type RedisServer, redisAvailable, startRedis } from "./support/redis-server.js";
 
 const hasRedis = redisAvailable();
 const quiet = () => {};
 let n = 0;
 
-async function newExec(eventLog: RedisEventLog, node: string): Promise<string> {
-  const id = randomUUID();
-  await eventLog.create({
-    id,
-    command: "x",
-    cwd: "",
-    encoding: "b64",
-    node,
-    startedAt: Date.now(),
-  });
-  return id;
-}
+const newExec = async (eventLog: RedisEventLog, node: string) =>
+  (await newExecRecord(eventLog, node)).id;
 
 async function until<T>(f: () => Promise<T | undefined>, ms: number): Promise<T | undefined> {
   const deadline = Date.now() + ms;

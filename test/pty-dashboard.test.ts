@@ -8,9 +8,9 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type BrowserContext, chromium, type Page } from "playwright-core";
+import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CHROMIUM, CHROMIUM_ARGS, haveChromium } from "./support/chromium.js";
+import { haveChromium, launchChromium } from "./support/chromium.js";
 import { ensureDashboardBuilt } from "./support/dist.js";
 import { type Harness, startServer } from "./support/server-harness.js";
 
@@ -47,12 +47,7 @@ describe.skipIf(!haveChromiumHere)("dashboard terminals in Chromium", () => {
         env: { PATH: process.env.PATH ?? "/usr/bin:/bin", SHELL: "/bin/bash", PS1: "pty$ " },
       },
     });
-    context = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: CHROMIUM_ARGS,
-      viewport: { width: 1280, height: 900 },
-    });
+    context = await launchChromium(profile, { width: 1280, height: 900 });
   }, 120_000);
 
   afterAll(async () => {

@@ -14,11 +14,10 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
 import { ComputerClient } from "../../src/client/index.js";
 import { Computer } from "../../src/index.js";
 import { createComputerServer } from "../../src/server/index.js";
-import { CHROMIUM, CHROMIUM_ARGS, haveChromium } from "../../test/support/chromium.js";
+import { haveChromium, launchChromium } from "../../test/support/chromium.js";
 import { percentile } from "../support/stats.js";
 
 if (!haveChromium("bench:ui")) process.exit(1);
@@ -49,11 +48,7 @@ server.router.get(
   { public: true },
 );
 
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: CHROMIUM,
-  headless: true,
-  args: CHROMIUM_ARGS,
-});
+const context = await launchChromium(profile);
 await context.addCookies([{ name: server.router.auth.cookieName, value: token, url: base }]);
 
 const f1 = (n: number) => n.toFixed(1);

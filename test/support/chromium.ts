@@ -4,6 +4,7 @@
 // skip loudly when the binary is missing rather than failing obscurely.
 
 import { existsSync } from "node:fs";
+import { type BrowserContext, chromium } from "playwright-core";
 
 export const CHROMIUM = "/usr/bin/chromium";
 
@@ -23,4 +24,17 @@ export function haveChromium(what: string): boolean {
     `\n*** SKIPPING ${what}: ${CHROMIUM} not found. Install it with \`apt-get install chromium\` (.ci/run does). ***\n`,
   );
   return false;
+}
+
+/** A headless Chromium with its profile in `profile` (a fresh temporary folder). */
+export function launchChromium(
+  profile: string,
+  viewport?: { width: number; height: number },
+): Promise<BrowserContext> {
+  return chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: CHROMIUM_ARGS,
+    ...(viewport ? { viewport } : {}),
+  });
 }

@@ -3,6 +3,7 @@
 // connection to the next node in turn and can cut live connections, so a
 // client that reconnects lands on a different node each time.
 
+import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
@@ -12,6 +13,7 @@ import { ClusterNode } from "../../src/cluster/node.js";
 import { registerClusterRoutes } from "../../src/cluster/routes.js";
 import { Computer } from "../../src/runtime/computer.js";
 import { createComputerServer } from "../../src/server/app.js";
+import type { EventLog, ExecRecord } from "../../src/store/types.js";
 
 export const TOKEN = "cluster-test-token";
 
@@ -189,4 +191,18 @@ export async function collect(
     await reader.cancel().catch(() => {});
   }
   return { bytes: Buffer.concat(parts), seqs, exit };
+}
+
+/** A bare running record of `node` in `eventLog` (no process behind it). */
+export async function newExecRecord(eventLog: EventLog, node: string): Promise<ExecRecord> {
+  const id = randomUUID();
+  await eventLog.create({
+    id,
+    command: "x",
+    cwd: "",
+    encoding: "b64",
+    node,
+    startedAt: Date.now(),
+  });
+  return (await eventLog.get(id))!;
 }

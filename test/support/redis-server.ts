@@ -56,16 +56,33 @@ export interface RedisServer {
   close(): Promise<void>;
 }
 
-/** A free loopback port (bind :0, read it, release). Redis binds it right after. */
+/** Varies the first port tried from one call to the next. */
+let nextPortTry = 0;
+
+/**
+ * A free loopback port for a Redis, below the kernel's ephemeral range
+ * (32768+ on Linux) and in a band of its own per test worker. A Redis that is
+ * stopped and restarted on the same port leaves that port free meanwhile: a
+ * port from the ephemeral range could then be taken by any outgoing
+ * connection or `listen(0)`, and one from a shared band by another worker's
+ * Redis, whose clients' reconnects would then reach the wrong server.
+ */
 export async function freePort(): Promise<number> {
-  return await new Promise<number>((resolve, reject) => {
+  const band = 20_000 + (Number(process.env.VITEST_POOL_ID ?? 0) % 12) * 1000;
+  const start = (process.pid * 7 + nextPortTry++) % 1000;
+  for (let i = 0; i < 1000; i++) {
+    const port = band + ((start + i) % 1000);
+    if (await canListen(port)) return port;
+  }
+  throw new Error(`no free port in ${band}-${band + 999}`);
+}
+
+function canListen(port: number): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
     const srv = net.createServer();
     srv.unref();
-    srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
+    srv.once("error", () => resolve(false));
+    srv.listen(port, "127.0.0.1", () => srv.close(() => resolve(true)));
   });
 }
 

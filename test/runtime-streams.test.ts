@@ -111,6 +111,42 @@ describe("volume and concurrency", () => {
     expect(got.digest("hex")).toBe(want.digest("hex"));
   });
 
+  it("three live readers of a fast command each get every byte, and never share a buffer", async () => {
+    const file = path.join(ws.dir, "mid.bin");
+    execFileSync("sh", ["-c", `head -c 33554432 /dev/urandom > '${file}'`]);
+    const want = createHash("sha256");
+    for await (const chunk of createReadStream(file)) want.update(chunk as Buffer);
+    const wantHex = want.digest("hex");
+    const c = make();
+    const run = await c.exec("cat mid.bin", { awaitReader: true });
+    const owners = new Map<ArrayBufferLike, number>();
+    const readOne = async (who: number) => {
+      const got = createHash("sha256");
+      let seq = 0;
+      const reader = run.events().getReader();
+      for (;;) {
+        const { value: ev, done } = await reader.read();
+        if (done) break;
+        if (ev.name === "heartbeat") continue;
+        expect(ev.seq).toBe(++seq);
+        if (ev.name !== "stdout") continue;
+        const v = ev.value as Uint8Array;
+        got.update(v);
+        const owner = owners.get(v.buffer);
+        if (owner !== undefined && owner !== who)
+          throw new Error(`readers ${owner} and ${who} share a buffer`);
+        owners.set(v.buffer, who);
+        v.fill(0); // what one reader does to its bytes no other reader sees
+      }
+      return got.digest("hex");
+    };
+    expect(await Promise.all([readOne(1), readOne(2), readOne(3)])).toEqual([
+      wantHex,
+      wantHex,
+      wantHex,
+    ]);
+  });
+
   it("runs 200 executions at once, each with its own output", async () => {
     const c = make();
     const runs = await Promise.all(

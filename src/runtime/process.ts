@@ -32,6 +32,7 @@ import { ComputerError, codeOf } from "../wire/errors.js";
 import type { ExitReason } from "../wire/types.js";
 import { Backpressure, type Reader } from "./backpressure.js";
 import { exitOf, type Prepared } from "./confine.js";
+import { LiveTail, type TailWait } from "./live-tail.js";
 import { PtyChild, type PtySize, recordResize, signalSession } from "./pty.js";
 import { disown, killExecution, killGroup, own, processStart } from "./reaper.js";
 import { Sequencer } from "./sequencer.js";
@@ -82,6 +83,8 @@ export class LocalExec {
   private readonly timeoutMs: number | undefined;
   private readonly sequencer: Sequencer;
   private readonly backpressure: Backpressure;
+  /** Hands accepted batches to readers waiting at the live end. */
+  private readonly tail = new LiveTail();
   /** The reader awaited by `awaitReader`, until the first real one follows. */
   private placeholder: Reader | undefined;
   private readonly decoders: { stdout: StringDecoder; stderr: StringDecoder } | undefined;
@@ -147,7 +150,9 @@ export class LocalExec {
       // The log refused (closed, unreachable, full): the process must not keep
       // running unobserved. Its pipes then run to EOF so the exit is noticed,
       // and the exit says why (see finish).
+      accepted: (batch) => this.tail.accepted(batch),
       appendFailed: (err) => {
+        this.tail.wakeAll();
         this.logRefused ??= codeOf(err) ?? "EINTERNAL";
         this.signal("SIGKILL", "killed");
         signalAll(this.child.pid, "SIGKILL");
@@ -290,6 +295,19 @@ export class LocalExec {
     this.backpressure.remove(reader);
   }
 
+  /** Seq of the last event the log accepted (what a log read can return, at most). */
+  get acceptedSeq(): number {
+    return this.tail.lastAccepted;
+  }
+
+  /**
+   * Wait at the live end, having handed out everything up to `after`: the
+   * next batch the log accepts if it continues there, else [] (read the log).
+   */
+  waitTail(after: number): TailWait {
+    return this.tail.wait(after);
+  }
+
   /** A reader moved its position (set `reader.after` first). */
   advanced(): void {
     this.backpressure.advanced();
@@ -401,6 +419,7 @@ export class LocalExec {
       signal,
     );
     await this.sequencer.drained();
+    this.tail.close();
     await this.prepared.dispose().catch(() => {});
     await this.onFinished(this);
     this.resolveDone();

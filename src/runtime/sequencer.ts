@@ -17,9 +17,11 @@
 //
 // Chunks are the pipe's own buffers and are held only until the log's append
 // takes them: the memory log copies them into its pooled segments within the
-// append call (store/output-ring.ts), a remote log once it has sent them. So
-// no chunk outlives the batch in flight, and output does not pile up
-// promoted per-chunk buffers for full GCs to free.
+// append call (store/output-ring.ts), a remote log once it has sent them.
+// Then the accepted batch goes to the readers waiting at the live end
+// (live-tail.ts), which hand the chunks to their consumers. So no chunk
+// outlives the batch in flight and its consumers, and output does not pile
+// up promoted per-chunk buffers for full GCs to free.
 
 import { eventSize } from "../store/common.js";
 import type { EventLog } from "../store/types.js";
@@ -41,6 +43,11 @@ export interface SequencerHooks {
   blockedChanged(): void;
   /** The log refused an append: the output can no longer be recorded. */
   appendFailed(err: unknown): void;
+  /**
+   * The log accepted `batch` (the append resolved). The batch is no longer
+   * needed here: its values may be handed on (live-tail.ts).
+   */
+  accepted?(batch: LoggedEvent[]): void;
 }
 
 export class Sequencer {
@@ -142,6 +149,7 @@ export class Sequencer {
         await this.append(batch);
         this.accepted = batch[batch.length - 1]!.seq;
         this.unflushed -= batchBytes;
+        this.hooks.accepted?.(batch);
         if (this.isBlocked && this.unflushed <= this.maxUnflushedBytes / 2) {
           this.isBlocked = false;
           this.hooks.blockedChanged();

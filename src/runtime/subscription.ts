@@ -1,6 +1,8 @@
 // Reading one execution's events: replay from a start position, then follow
 // until `exit`. Live and resuming readers take the same path (read the log
-// after a seq, wait for more), so they cannot disagree.
+// after a seq, wait for more), so they cannot disagree; the one shortcut is
+// at the live end of a process running here, where the wait itself may hand
+// over the next accepted batch (live-tail.ts) instead of a read of it.
 //
 // Opening is one async step, shared by events() and subscribe(): it parses
 // `after` (parseAfter), finds the execution and checks that the log can serve
@@ -18,6 +20,7 @@ import { parseAfter, resolveAfter } from "../wire/position.js";
 import type { ExecEvent, LoggedEvent } from "../wire/types.js";
 import type { Reader } from "./backpressure.js";
 import { type HeartbeatTicker, heartbeatEvent, type Parked } from "./heartbeat.js";
+import type { TailWait } from "./live-tail.js";
 import type { LocalExec } from "./process.js";
 import type { EventsOptions } from "./types.js";
 
@@ -114,6 +117,8 @@ class Subscription implements Reader {
   private readonly inner = new AbortController();
   private readonly parked: (Parked & { record?: ExecRecord; live?: LocalExec }) | undefined;
   private readonly onAbort = () => this.fail(aborted());
+  /** The wait at the live end of a process running here, while parked there. */
+  private tailWait: TailWait | undefined;
 
   constructor(
     private readonly source: SubscriptionSource,
@@ -163,9 +168,14 @@ class Subscription implements Reader {
           }
           return;
         }
-        this.buf = await this.eventLog.read(this.id, this.after, { limit: READ_BATCH });
-        this.bi = 0;
-        if (this.buf.length > 0) continue;
+        // At the live end of a process running here there is nothing to read:
+        // what comes next is handed over by the wait below.
+        const running = this.running;
+        if (!running || running.finished || running.acceptedSeq > this.after) {
+          this.buf = await this.eventLog.read(this.id, this.after, { limit: READ_BATCH });
+          this.bi = 0;
+          if (this.buf.length > 0) continue;
+        }
         // A process running here is known to be running: skip the record
         // lookup on the hot path. Otherwise ask the log (another node may own it).
         const live = this.source.local(this.id);
@@ -181,7 +191,8 @@ class Subscription implements Reader {
           }
         }
         // No abort signal for a local execution: its waiter is woken by its
-        // next output or exit anyway, and signal listeners cost per wait.
+        // next output or exit anyway, and signal listeners cost per wait (a
+        // reader that ends leaves the live tail itself, see finish()).
         // While parked, the shared ticker may hand out heartbeats on this
         // stream (they answer the pending read).
         const parked = this.parked;
@@ -192,8 +203,21 @@ class Subscription implements Reader {
           this.heartbeats!.park(parked);
         }
         try {
-          await this.eventLog.waitFor(this.id, this.after, live ? undefined : this.inner.signal);
+          if (live && !live.finished) {
+            // At the live end of a process running here: take the next batch
+            // the log accepts as it is (live-tail.ts), or read the log.
+            const wait = live.waitTail(this.after);
+            this.tailWait = wait;
+            const got = await wait.promise;
+            if (got.length > 0) {
+              this.buf = got;
+              this.bi = 0;
+            }
+          } else {
+            await this.eventLog.waitFor(this.id, this.after, live ? undefined : this.inner.signal);
+          }
         } finally {
+          this.tailWait = undefined;
           if (parked) this.heartbeats!.unpark(parked);
         }
       }
@@ -215,6 +239,7 @@ class Subscription implements Reader {
   private finish(): void {
     this.done = true;
     this.running?.unfollow(this);
+    this.tailWait?.cancel();
     this.inner.abort();
     this.signal?.removeEventListener("abort", this.onAbort);
   }

@@ -38,7 +38,7 @@ import {
   Waiters,
 } from "./common.js";
 import { OutputRing, SegmentPool } from "./output-ring.js";
-import { type ExecSpill, SpillStore } from "./spill.js";
+import { type ExecSpill, SPILL_BACKLOG_BYTES, SpillStore } from "./spill.js";
 import type { EventLog, ExecRecord, NewExecRecord, ReadOptions } from "./types.js";
 
 const DEFAULT_READ_LIMIT = 256;
@@ -145,6 +145,11 @@ export class MemoryEventLog implements EventLog {
     }
     this.evict(e);
     e.waiters.wakeAll();
+    // A disk slower than the command: accept more only once the spill caught
+    // up (the runtime pauses the pipes meanwhile), so memory stays bounded.
+    if (e.spill && e.spill.backlog > SPILL_BACKLOG_BYTES) {
+      await e.spill.settled(SPILL_BACKLOG_BYTES / 2);
+    }
   }
 
   async read(id: string, after: number, options?: ReadOptions): Promise<LoggedEvent[]> {
@@ -219,6 +224,11 @@ export class MemoryEventLog implements EventLog {
     return this.pool.allocated;
   }
 
+  /** Bytes of one execution queued for disk and not written yet (for tests and metrics). */
+  spillBacklogBytes(id: string): number {
+    return this.entries.get(id)?.spill?.backlog ?? 0;
+  }
+
   /** Retained bytes of one execution (for tests and metrics). */
   retainedBytes(id: string): number {
     return this.entries.get(id)?.bytes ?? 0;
@@ -259,14 +269,17 @@ export class MemoryEventLog implements EventLog {
       e.ringSeq++;
     }
     // A disk that refuses (full, gone) ends spilling for this execution: it
-    // drops, as without a disk. The write is synchronous, so its views of the
-    // ring are done with before the segments are released below.
+    // drops, as without a disk. The write is queued with views of the ring:
+    // their segments go back to the pool only once it is done.
+    const release = releaseTo >= 0 ? () => e.ring.release(releaseTo) : undefined;
+    let queued = false;
     if (e.spill) {
       const evicted: LoggedEvent[] = [];
       for (let i = from; i < e.head; i++) evicted.push(materialize(e, i, true));
-      if (!e.spill.write(evicted)) e.spill = undefined;
+      queued = e.spill.write(evicted, release);
+      if (!queued) e.spill = undefined;
     }
-    if (releaseTo >= 0) e.ring.release(releaseTo);
+    if (!queued) release?.();
     e.events.fill(undefined as unknown as LoggedEvent, from, e.head);
     // Compact once the dead prefix dominates: amortised O(1) per event.
     if (e.head > 1024 && e.head * 2 > e.events.length) {

@@ -17,11 +17,12 @@
 // holds a few bytes' worth, not a whole segment; a finished execution's last
 // segment is trimmed to its used length.
 //
-// Readers never see bytes overwritten under them: nothing outside this file
-// ever holds a view of a segment past the synchronous call that made it.
-// `copyOut` copies into the caller's buffer (the memory log gives each read()
-// one fresh buffer for the whole batch), and `view` (for the synchronous
-// spill to disk) is used before `release` can recycle its segment.
+// Readers never see bytes overwritten under them. `copyOut` copies into the
+// caller's buffer (the memory log gives each read() one fresh buffer for the
+// whole batch). `view` is for the spill to disk, whose writes are queued: the
+// memory log calls `release` for those bytes only once the write is done, and
+// a segment is given back to the pool only by `release` or `dispose` (after
+// which the execution's spill is gone too).
 
 /** Largest segment, and the only size that is pooled and reused. */
 export const SEGMENT_BYTES = 256 * 1024;
@@ -96,7 +97,7 @@ export class OutputRing {
 
   /**
    * The bytes at `at` as a view when they lie in one segment, else a copy.
-   * Valid only until the next `release`: for synchronous use (spilling).
+   * Valid until a `release` past them (the spill's queued write).
    */
   view(at: number, len: number): Uint8Array {
     const k = this.find(at);
@@ -125,8 +126,9 @@ export class OutputRing {
     const last = this.segs[k];
     if (!last || this.fill === last.byteLength) return;
     this.segs[k] = last.slice(0, this.fill);
-    // The trimmed segment is full: a later put (none is expected) grows a new one.
-    this.pool.give(last);
+    // The trimmed segment is full: a later put (none is expected) grows a new
+    // one. The old one is not given back to the pool: a spill write queued
+    // before the trim may still be reading a view of it.
   }
 
   /** Give every segment back to the pool. */

@@ -1,12 +1,14 @@
 // The memory log's disk retention: events the ring evicts are read back from
 // segment files byte-exact and gap-free, the per-execution and total disk
 // budgets hold (ELOG_TRUNCATED only past them), and no file outlives the log.
+import { execFile } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { LoggedEvent } from "../wire/types.js";
 import { MemoryEventLog } from "./memory-log.js";
+import { SPILL_BACKLOG_BYTES } from "./spill.js";
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -148,5 +150,89 @@ describe("memory log spill to disk", () => {
     await fill(log, "e", 100, 1000);
     expect(existsSync(stale)).toBe(false);
     await log.close();
+  });
+
+  it("never lets the ring reuse bytes a queued disk write still reads: appends back to back read back exact", async () => {
+    const spillDir = tempDir();
+    // A small ring (4 pooled segments) and large events: every append evicts,
+    // and the pool hands evicted segments to the next appends at once.
+    const log = new MemoryEventLog({ logMaxBytes: 1024 * 1024, spillDir });
+    await log.create(rec("f"));
+    const size = 200_000;
+    const appends: Promise<void>[] = [];
+    for (let s = 1; s <= 300; s++) {
+      appends.push(
+        log.append("f", [{ id: "f", seq: s, name: "stdout", value: bytesFor(s, size) }]),
+      );
+    }
+    // Read before anything awaited the writes: the read waits for them.
+    const evs = await readAll(log, "f", 0);
+    await Promise.all(appends);
+    expect(evs.length).toBe(300);
+    check(evs, size);
+    await log.close();
+  });
+
+  it("holds appends while the disk is behind by more than the backlog bound", async () => {
+    const spillDir = tempDir();
+    const log = new MemoryEventLog({ logMaxBytes: 1024 * 1024, spillDir });
+    await log.create(rec("g"));
+    const size = 4 * 1024 * 1024;
+    let worst = 0;
+    for (let s = 1; s <= 48; s++) {
+      await log.append("g", [{ id: "g", seq: s, name: "stdout", value: bytesFor(s, size) }]);
+      worst = Math.max(worst, log.spillBacklogBytes("g"));
+    }
+    expect(worst).toBeLessThanOrEqual(SPILL_BACKLOG_BYTES);
+    const r = (await log.get("g"))!;
+    check(await readAll(log, "g", r.earliestSeq - 1), size);
+    await log.close();
+  });
+
+  it("a disk that refuses a queued write ends spilling: the ring goes on, the evicted part is truncated, nothing hangs", async () => {
+    // A child whose file-size limit (RLIMIT_FSIZE) the spill outgrows: its
+    // writes come back short, then fail, as on a full disk.
+    const spillDir = tempDir();
+    const memoryLog = path.resolve(__dirname, "../../dist/store/memory-log.js");
+    const script = `
+      const { MemoryEventLog } = await import(${JSON.stringify(memoryLog)});
+      const log = new MemoryEventLog({ logMaxBytes: 256 * 1024, spillDir: ${JSON.stringify(spillDir)} });
+      await log.create({ id: "h", command: "x", cwd: "", encoding: "b64", node: "local", startedAt: 0 });
+      for (let s = 1; s <= 200; s++) {
+        await log.append("h", [{ id: "h", seq: s, name: "stdout", value: new Uint8Array(64 * 1024).fill(s) }]);
+      }
+      await log.append("h", [{ id: "h", seq: 201, name: "exit", value: 0, reason: "exited" }]);
+      // A read from the start waits for the queued writes, so the refusal is known after it.
+      const err = await log.read("h", 0).catch((e) => e);
+      const rec = await log.get("h");
+      let n = 0, after = rec.earliestSeq - 1, ok = true;
+      for (;;) {
+        const evs = await log.read("h", after, { limit: 50 });
+        if (evs.length === 0) break;
+        for (const e of evs) {
+          if (e.seq !== after + 1) ok = false;
+          if (e.name === "stdout" && e.value.some((b) => b !== (e.seq & 255))) ok = false;
+          after = e.seq; n++;
+        }
+      }
+      console.log(JSON.stringify({ earliest: rec.earliestSeq, state: rec.state, code: err.code, n, last: after, ok, spilled: log.spilledBytes }));
+      await log.close();
+    `;
+    const out = await new Promise<string>((resolve, reject) =>
+      execFile(
+        "prlimit",
+        ["--fsize=1000000", process.execPath, "--input-type=module", "-e", script],
+        { timeout: 30_000 },
+        (err, stdout, stderr) =>
+          err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(stdout),
+      ),
+    );
+    const got = JSON.parse(out.trim());
+    expect(got.state).toBe("exited");
+    expect(got.code).toBe("ELOG_TRUNCATED");
+    expect(got.spilled).toBe(0);
+    expect(got.earliest).toBeGreaterThan(150); // only what the ring holds is left
+    expect(got).toMatchObject({ last: 201, ok: true });
+    expect(got.n).toBe(201 - got.earliest + 1);
   });
 });

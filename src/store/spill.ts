@@ -10,21 +10,39 @@
 // use, removed on close, and swept at start if a crashed process left one),
 // and the running total; one ExecSpill per execution owns its segments. The
 // spilled events of an execution are always the contiguous run just before
-// its ring, so a reader moves from disk to memory without a gap. Writes are
-// synchronous appends to the page cache (one writev per evicted batch, so
-// the order is the append order without any queue); reads are asynchronous
-// and open the segment themselves, so dropping a segment under a reader is
-// safe (the reader keeps the unlinked file until it closes it).
+// its ring, so a reader moves from disk to memory without a gap.
+//
+// Writes are asynchronous (libuv's thread pool), off the event loop: a
+// synchronous write of every evicted byte cost the loop most of its time on
+// a fast command (measured: writev alone took ~40% of the loop's time for
+// 1 GiB of output). Each write has its place in the file when it is queued
+// (positional writes; a queue per execution with one write in flight,
+// queued batches coalesced into one writev), so the file's layout is decided
+// at once and only the bytes arrive later. The caller's buffers (views of the
+// ring's segments) must stay untouched until the write is done: `write` takes
+// a `done` callback, called in queue order once the bytes are in the file (or
+// will never be needed), and the memory log gives the ring's segments back
+// only then. What is queued but not written is the backlog; the memory log
+// stops accepting appends while it is above SPILL_BACKLOG_BYTES (the runtime
+// then pauses the pipes), so a disk slower than the command bounds memory
+// instead of growing it. A read first waits until everything queued before it
+// is written, so it never sees a hole. A segment's descriptor is closed only
+// once no write on it is in flight (a closed and reused descriptor would
+// receive another file's bytes).
+//
+// Reads are asynchronous and open the segment themselves, so dropping a
+// segment under a reader is safe (the reader keeps the unlinked file until it
+// closes it).
 
 import {
-  closeSync,
+  close,
   mkdirSync,
   mkdtempSync,
   openSync,
   readdirSync,
   rmSync,
   unlinkSync,
-  writevSync,
+  writev,
 } from "node:fs";
 import { open } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -48,6 +66,10 @@ const INDEX_EVERY_BYTES = 64 * 1024;
 /** A read from disk returns at most about this many payload bytes. */
 const READ_BYTES = 1024 * 1024;
 const DIR_PREFIX = "agent-computer-spill-";
+/** Bytes queued for disk but not written, per execution, above which the log stops accepting appends. */
+export const SPILL_BACKLOG_BYTES = 16 * 1024 * 1024;
+/** Buffers in one writev (the kernel's IOV_MAX is 1024). */
+const MAX_IOV = 1024;
 
 export interface SpillOptions {
   /** Parent directory of the log's spill directory (default: the OS temp directory). */
@@ -68,6 +90,20 @@ interface Segment {
   /** Pairs (seq, offset) of events a reader may start scanning at, ascending. */
   index: number[];
   lastIndexed: number;
+  /** Writes queued or in flight on `fd`. */
+  writes: number;
+  /** No more writes will be queued (rolled over or removed): close `fd` once `writes` is 0. */
+  sealed: boolean;
+}
+
+/** One queued write: `buffers` at `position` of `seg`. */
+interface QueuedWrite {
+  seg: Segment;
+  position: number;
+  buffers: Buffer[];
+  size: number;
+  /** Told once the callers' buffers are no longer needed (in queue order). */
+  dones: (() => void)[];
 }
 
 const liveDirs = new Set<string>();
@@ -162,8 +198,19 @@ export class SpillStore {
 
 export class ExecSpill {
   private segments: Segment[] = [];
-  /** Bytes on disk for this execution. */
+  /** Bytes on disk for this execution (written or queued). */
   bytes = 0;
+  private readonly queue: QueuedWrite[] = [];
+  private writing = false;
+  /** `done` callbacks of the write in flight (its queue entries are gone already). */
+  private afterInFlight: (() => void)[] = [];
+  /** Bytes ever queued, and ever written (or given up): the backlog is the difference. */
+  private queuedTotal = 0;
+  private writtenTotal = 0;
+  /** Waiting until `writtenTotal` reaches `until`. */
+  private waiters: { until: number; resolve: () => void }[] = [];
+  /** The disk refused a write: nothing more is taken. */
+  private failed = false;
 
   constructor(
     private readonly store: SpillStore,
@@ -175,13 +222,24 @@ export class ExecSpill {
     return this.segments[0]?.firstSeq;
   }
 
+  /** Bytes queued for disk and not written yet. */
+  get backlog(): number {
+    return this.queuedTotal - this.writtenTotal;
+  }
+
   /**
-   * Append events the ring evicted (contiguous, continuing what is on disk).
-   * Returns false when the disk refused them: the caller drops them, and
+   * Queue events the ring evicted (contiguous, continuing what is on disk)
+   * for writing. `done` is called once their buffers are no longer needed
+   * (in queue order; at once when nothing had to be written). Returns false,
+   * without taking them, when the disk refused: the caller drops them, and
    * everything spilled before them is dropped too (no gap may open).
    */
-  write(events: LoggedEvent[]): boolean {
-    if (events.length === 0) return true;
+  write(events: LoggedEvent[], done?: () => void): boolean {
+    if (this.failed) return false;
+    if (events.length === 0) {
+      this.enqueueDone(done);
+      return true;
+    }
     try {
       let i = 0;
       while (i < events.length) {
@@ -200,19 +258,28 @@ export class ExecSpill {
           buffers.push(h, p);
           size += h.byteLength + p.byteLength;
         }
-        const written = writevSync(seg.fd!, buffers);
-        if (written !== size)
-          throw new Error(`short write to spill segment (${written} of ${size})`);
         seg.bytes += size;
+        seg.writes++;
+        this.queue.push({ seg, position: start, buffers, size, dones: [] });
+        this.queuedTotal += size;
         this.bytes += size;
         this.store.grew(size, this);
       }
+      this.enqueueDone(done);
       while (this.bytes > this.store.maxBytes && this.segments.length > 0) this.dropOldest();
-      return true;
     } catch {
-      this.dispose();
+      this.fail();
       return false;
     }
+    this.kick();
+    return true;
+  }
+
+  /** Resolves once everything queued so far, but `leave` bytes, is written (or given up). */
+  settled(leave = 0): Promise<void> {
+    const until = this.queuedTotal - leave;
+    if (this.writtenTotal >= until) return Promise.resolve();
+    return new Promise((resolve) => this.waiters.push({ until, resolve }));
   }
 
   /**
@@ -220,6 +287,8 @@ export class ExecSpill {
    * is no longer on disk (dropped meanwhile): the caller looks again.
    */
   async read(after: number, limit: number): Promise<LoggedEvent[]> {
+    // What was queued before this read is in the file before it looks.
+    await this.settled();
     const want = after + 1;
     let k = this.segments.length - 1;
     while (k >= 0 && this.segments[k]!.firstSeq > want) k--;
@@ -281,45 +350,136 @@ export class ExecSpill {
     this.remove(seg);
   }
 
-  /** Remove all segments of this execution. */
+  /** Remove all segments of this execution; queued writes are given up. */
   dispose(): void {
     for (const seg of this.segments) this.remove(seg);
     this.segments = [];
     this.store.forget(this);
+    this.giveUp();
+  }
+
+  /** `done` runs after every write queued so far (at once when none is). */
+  private enqueueDone(done: (() => void) | undefined): void {
+    if (!done) return;
+    const last = this.queue[this.queue.length - 1];
+    if (last) {
+      last.dones.push(done);
+    } else if (this.writing) {
+      this.afterInFlight.push(done);
+    } else {
+      done();
+    }
+  }
+
+  /** Start the next write: the queued batches that continue each other in one segment, as one writev. */
+  private kick(): void {
+    if (this.writing || this.queue.length === 0) return;
+    const first = this.queue.shift()!;
+    const { seg, position } = first;
+    const buffers = first.buffers;
+    let size = first.size;
+    let writes = 1;
+    const dones = first.dones;
+    while (this.queue.length > 0) {
+      const next = this.queue[0]!;
+      if (next.seg !== seg || next.position !== position + size) break;
+      if (buffers.length + next.buffers.length > MAX_IOV) break;
+      this.queue.shift();
+      for (const b of next.buffers) buffers.push(b);
+      size += next.size;
+      writes++;
+      for (const d of next.dones) dones.push(d);
+    }
+    this.writing = true;
+    this.afterInFlight = dones;
+    writev(seg.fd!, buffers, position, (err, written) => {
+      this.writing = false;
+      seg.writes -= writes;
+      if (seg.sealed && seg.writes === 0) closeFd(seg);
+      const ok = !err && written === size;
+      this.written(size, this.afterInFlight);
+      this.afterInFlight = [];
+      if (!ok) this.fail();
+      else this.kick();
+    });
+  }
+
+  /** `size` bytes are written (or given up): release their buffers, wake the waiters. */
+  private written(size: number, dones: (() => void)[]): void {
+    this.writtenTotal += size;
+    for (const done of dones) done();
+    if (this.waiters.length === 0) return;
+    const still: typeof this.waiters = [];
+    for (const w of this.waiters) {
+      if (this.writtenTotal >= w.until) w.resolve();
+      else still.push(w);
+    }
+    this.waiters = still;
+  }
+
+  /** The disk refused: drop everything, take nothing more. */
+  private fail(): void {
+    this.failed = true;
+    this.dispose();
+  }
+
+  /** Queued writes will not happen: their buffers are free, nobody waits for them. */
+  private giveUp(): void {
+    const queued = this.queue.splice(0);
+    let size = 0;
+    const dones: (() => void)[] = [];
+    for (const q of queued) {
+      size += q.size;
+      q.seg.writes--;
+      if (q.seg.sealed && q.seg.writes === 0) closeFd(q.seg);
+      for (const d of q.dones) dones.push(d);
+    }
+    // The write in flight finishes on its own (its segment's descriptor is
+    // closed then, and its bytes counted); its buffers may be reused
+    // meanwhile: its file is gone.
+    const inFlight = this.afterInFlight.splice(0);
+    this.written(size, [...inFlight, ...dones]);
   }
 
   private roll(firstSeq: number): Segment {
     const last = this.segments[this.segments.length - 1];
-    if (last?.fd !== undefined) {
-      closeSync(last.fd);
-      last.fd = undefined;
-    }
+    if (last) seal(last);
     const file = this.store.newSegmentFile();
     const seg: Segment = {
       file,
-      fd: openSync(file, "a"),
+      fd: openSync(file, "w"),
       firstSeq,
       bytes: 0,
       index: [firstSeq, 0],
       lastIndexed: 0,
+      writes: 0,
+      sealed: false,
     };
     this.segments.push(seg);
     return seg;
   }
 
   private remove(seg: Segment): void {
-    if (seg.fd !== undefined) {
-      try {
-        closeSync(seg.fd);
-      } catch {}
-      seg.fd = undefined;
-    }
+    seal(seg);
     try {
       unlinkSync(seg.file);
     } catch {}
     this.bytes -= seg.bytes;
     this.store.shrank(seg.bytes);
   }
+}
+
+/** No more writes will be queued on `seg`: close its descriptor now, or once its writes are done. */
+function seal(seg: Segment): void {
+  seg.sealed = true;
+  if (seg.writes === 0) closeFd(seg);
+}
+
+function closeFd(seg: Segment): void {
+  if (seg.fd === undefined) return;
+  const fd = seg.fd;
+  seg.fd = undefined;
+  close(fd, () => {});
 }
 
 /** Remove spill directories left by processes that no longer run (a crash or kill -9). */

@@ -274,9 +274,14 @@ export class MemoryEventLog implements EventLog {
     const release = releaseTo >= 0 ? () => e.ring.release(releaseTo) : undefined;
     let queued = false;
     if (e.spill) {
-      const evicted: LoggedEvent[] = [];
-      for (let i = from; i < e.head; i++) evicted.push(materialize(e, i, true));
-      queued = e.spill.write(evicted, release);
+      // Stored byte events (value EMPTY) go with their bytes as views of the ring.
+      const evicted = e.events.slice(from, e.head);
+      const parts: (Uint8Array[] | undefined)[] = new Array(evicted.length);
+      for (let i = from; i < e.head; i++) {
+        const at = e.offsets[i]!;
+        if (at >= 0) parts[i - from] = e.ring.views(at, e.sizes[i]! - EVENT_OVERHEAD_BYTES);
+      }
+      queued = e.spill.write(evicted, release, parts);
       if (!queued) e.spill = undefined;
     }
     if (!queued) release?.();
@@ -291,16 +296,12 @@ export class MemoryEventLog implements EventLog {
   }
 }
 
-/**
- * Stored event i with its bytes: a copy (`view` false, for anything that may
- * outlive this call) or a view of the ring (for synchronous use only).
- */
-function materialize(e: Entry, i: number, view = false): LoggedEvent {
+/** Stored event i with a copy of its bytes. */
+function materialize(e: Entry, i: number): LoggedEvent {
   const ev = e.events[i]!;
   const at = e.offsets[i]!;
   if (at < 0) return ev;
   const len = e.sizes[i]! - EVENT_OVERHEAD_BYTES;
-  if (view) return { ...ev, value: e.ring.view(at, len) } as LoggedEvent;
   const value = new Uint8Array(len);
   e.ring.copyOut(at, len, value, 0);
   return { ...ev, value } as LoggedEvent;

@@ -19,7 +19,7 @@
 //
 // Readers never see bytes overwritten under them. `copyOut` copies into the
 // caller's buffer (the memory log gives each read() one fresh buffer for the
-// whole batch). `view` is for the spill to disk, whose writes are queued: the
+// whole batch). `views` is for the spill to disk, whose writes are queued: the
 // memory log calls `release` for those bytes only once the write is done, and
 // a segment is given back to the pool only by `release` or `dispose` (after
 // which the execution's spill is gone too).
@@ -96,16 +96,23 @@ export class OutputRing {
   }
 
   /**
-   * The bytes at `at` as a view when they lie in one segment, else a copy.
-   * Valid until a `release` past them (the spill's queued write).
+   * The bytes at `at` as views of the segments they lie in (one, or more when
+   * they span segments): no copy. Valid until a `release` past them (the
+   * spill's queued write).
    */
-  view(at: number, len: number): Uint8Array {
-    const k = this.find(at);
-    const off = at - this.starts[k]!;
-    const seg = this.segs[k]!;
-    if (off + len <= seg.byteLength) return seg.subarray(off, off + len);
-    const out = new Uint8Array(len);
-    this.copyOut(at, len, out, 0);
+  views(at: number, len: number): Uint8Array[] {
+    let k = this.find(at);
+    let off = at - this.starts[k]!;
+    const out: Uint8Array[] = [];
+    let done = 0;
+    while (done < len) {
+      const seg = this.segs[k]!;
+      const n = Math.min(seg.byteLength - off, len - done);
+      out.push(seg.subarray(off, off + n));
+      done += n;
+      k++;
+      off = 0;
+    }
     return out;
   }
 

@@ -14,29 +14,36 @@ const KIND_BYTES = 0;
 const KIND_TEXT = 1;
 const KIND_JSON = 2;
 
-/** The buffers that frame one event (header, payload), ready for writev. */
-export function encodeSpilled(ev: LoggedEvent): [Buffer, Buffer] {
-  let payload: Buffer;
+/**
+ * The buffers that frame one event (header, then the payload), ready for
+ * writev. A byte event's payload may be given as `parts` (in order; its
+ * `value` is then ignored): bytes that lie in two places are written from
+ * both, not copied together first.
+ */
+export function encodeSpilled(ev: LoggedEvent, parts?: readonly Uint8Array[]): Buffer[] {
+  const out: Buffer[] = [Buffer.allocUnsafe(HEADER_BYTES)];
   let kind: number;
+  let length = 0;
   if (ev.name === "exit") {
     const { value, reason, signal } = ev;
-    payload = Buffer.from(JSON.stringify({ value, reason, signal }));
+    out.push(Buffer.from(JSON.stringify({ value, reason, signal })));
     kind = KIND_JSON;
   } else if (typeof ev.value === "string") {
-    payload = Buffer.from(ev.value, "utf8");
+    out.push(Buffer.from(ev.value, "utf8"));
     kind = KIND_TEXT;
   } else {
-    const v = ev.value;
-    payload = Buffer.from(v.buffer, v.byteOffset, v.byteLength);
+    for (const v of parts ?? [ev.value])
+      out.push(Buffer.from(v.buffer, v.byteOffset, v.byteLength));
     kind = KIND_BYTES;
   }
-  const header = Buffer.allocUnsafe(HEADER_BYTES);
-  header.writeUInt32LE(payload.byteLength, 0);
+  for (let i = 1; i < out.length; i++) length += out[i]!.byteLength;
+  const header = out[0]!;
+  header.writeUInt32LE(length, 0);
   header.writeUInt8(NAME_CODES[ev.name], 4);
   header.writeUInt8(kind, 5);
   header.writeUInt16LE(0, 6);
   header.writeDoubleLE(ev.seq, 8);
-  return [header, payload];
+  return out;
 }
 
 /** Length of the framed event at `offset` of `buf`, or -1 when it is not all there. */

@@ -41,7 +41,7 @@ import {
   openSync,
   readdirSync,
   rmSync,
-  unlinkSync,
+  unlink,
   writev,
 } from "node:fs";
 import { open } from "node:fs/promises";
@@ -70,6 +70,13 @@ const DIR_PREFIX = "agent-computer-spill-";
 export const SPILL_BACKLOG_BYTES = 16 * 1024 * 1024;
 /** Buffers in one writev (the kernel's IOV_MAX is 1024). */
 const MAX_IOV = 1024;
+/**
+ * A write starts once this much is queued, or WRITE_DELAY_MS after the first
+ * queued byte, or at once when someone waits for it: one writev per pipe
+ * chunk cost the loop ~40 µs each in handing it to the thread pool.
+ */
+const WRITE_BATCH_BYTES = 1024 * 1024;
+const WRITE_DELAY_MS = 5;
 
 export interface SpillOptions {
   /** Parent directory of the log's spill directory (default: the OS temp directory). */
@@ -202,6 +209,10 @@ export class ExecSpill {
   bytes = 0;
   private readonly queue: QueuedWrite[] = [];
   private writing = false;
+  /** Bytes of the write in flight. */
+  private inFlight = 0;
+  /** Starts a write of a queue smaller than WRITE_BATCH_BYTES. */
+  private timer: ReturnType<typeof setTimeout> | undefined;
   /** `done` callbacks of the write in flight (its queue entries are gone already). */
   private afterInFlight: (() => void)[] = [];
   /** Bytes ever queued, and ever written (or given up): the backlog is the difference. */
@@ -229,12 +240,17 @@ export class ExecSpill {
 
   /**
    * Queue events the ring evicted (contiguous, continuing what is on disk)
-   * for writing. `done` is called once their buffers are no longer needed
+   * for writing; their buffers are written from where they are, not copied. `done` is called once their buffers are no longer needed
    * (in queue order; at once when nothing had to be written). Returns false,
    * without taking them, when the disk refused: the caller drops them, and
    * everything spilled before them is dropped too (no gap may open).
    */
-  write(events: LoggedEvent[], done?: () => void): boolean {
+  write(
+    events: LoggedEvent[],
+    done?: () => void,
+    /** A byte event's payload as parts (encodeSpilled), by index in `events`. */
+    parts?: readonly (readonly Uint8Array[] | undefined)[],
+  ): boolean {
     if (this.failed) return false;
     if (events.length === 0) {
       this.enqueueDone(done);
@@ -254,9 +270,10 @@ export class ExecSpill {
             seg.index.push(ev.seq, start + size);
             seg.lastIndexed = start + size;
           }
-          const [h, p] = encodeSpilled(ev);
-          buffers.push(h, p);
-          size += h.byteLength + p.byteLength;
+          for (const b of encodeSpilled(ev, parts?.[i])) {
+            buffers.push(b);
+            size += b.byteLength;
+          }
         }
         seg.bytes += size;
         seg.writes++;
@@ -271,7 +288,7 @@ export class ExecSpill {
       this.fail();
       return false;
     }
-    this.kick();
+    this.schedule();
     return true;
   }
 
@@ -279,7 +296,9 @@ export class ExecSpill {
   settled(leave = 0): Promise<void> {
     const until = this.queuedTotal - leave;
     if (this.writtenTotal >= until) return Promise.resolve();
-    return new Promise((resolve) => this.waiters.push({ until, resolve }));
+    const p = new Promise<void>((resolve) => this.waiters.push({ until, resolve }));
+    this.schedule();
+    return p;
   }
 
   /**
@@ -371,8 +390,28 @@ export class ExecSpill {
     }
   }
 
+  /** Start a write now if enough is queued or someone waits, else within WRITE_DELAY_MS. */
+  private schedule(): void {
+    if (this.writing || this.queue.length === 0) return;
+    const queued = this.queuedTotal - this.writtenTotal - this.inFlight;
+    if (queued >= WRITE_BATCH_BYTES || this.waiters.length > 0) {
+      this.kick();
+      return;
+    }
+    if (this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.kick();
+    }, WRITE_DELAY_MS);
+    this.timer.unref?.();
+  }
+
   /** Start the next write: the queued batches that continue each other in one segment, as one writev. */
   private kick(): void {
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
     if (this.writing || this.queue.length === 0) return;
     const first = this.queue.shift()!;
     const { seg, position } = first;
@@ -391,16 +430,18 @@ export class ExecSpill {
       for (const d of next.dones) dones.push(d);
     }
     this.writing = true;
+    this.inFlight = size;
     this.afterInFlight = dones;
     writev(seg.fd!, buffers, position, (err, written) => {
       this.writing = false;
+      this.inFlight = 0;
       seg.writes -= writes;
       if (seg.sealed && seg.writes === 0) closeFd(seg);
       const ok = !err && written === size;
       this.written(size, this.afterInFlight);
       this.afterInFlight = [];
       if (!ok) this.fail();
-      else this.kick();
+      else this.schedule();
     });
   }
 
@@ -425,6 +466,10 @@ export class ExecSpill {
 
   /** Queued writes will not happen: their buffers are free, nobody waits for them. */
   private giveUp(): void {
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
     const queued = this.queue.splice(0);
     let size = 0;
     const dones: (() => void)[] = [];
@@ -461,9 +506,8 @@ export class ExecSpill {
 
   private remove(seg: Segment): void {
     seal(seg);
-    try {
-      unlinkSync(seg.file);
-    } catch {}
+    // Off the loop: the segment is out of the list already, so no reader opens it from now on.
+    unlink(seg.file, () => {});
     this.bytes -= seg.bytes;
     this.store.shrank(seg.bytes);
   }

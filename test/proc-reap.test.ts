@@ -1,9 +1,12 @@
 // No process outlives its server (without namespaces or cgroups: the sandbox
 // is not involved here). Real `agent-computer serve` processes and real
 // commands:
-// - kill -9 of the server, then a restart on the same SQLite log: the
-//   restarted server kills what is left of the executions it closes as lost
-//   (quiet commands, a TERM-ignoring one, and a `setsid` daemon);
+// - kill -9 of the server: its spawn helper kills every command it started
+//   and their `setsid` daemons at once, without a restart;
+// - kill -9 of a server that spawns inline (no helper), then a restart on the
+//   same SQLite log: the restarted server kills what is left of the
+//   executions it closes as lost (quiet commands, a TERM-ignoring one, and a
+//   `setsid` daemon);
 // - a double SIGTERM (forced exit) still ends a TERM-ignoring command and a
 //   daemon at once;
 // - an execution that ends takes its `setsid` daemons with it;
@@ -70,11 +73,22 @@ async function startStubborn(node: ServeProc, ws: string, commands: string[]) {
 }
 
 describe("processes never outlive their server", () => {
-  it("kill -9 of the server, then a restart on the same log, kills every group of the lost executions", async () => {
+  it("kill -9 of the server: its spawn helper kills every command and setsid daemon at once", async () => {
+    const dir = tmp("helper");
+    const ws = path.join(dir, "ws");
+    const first = await startServe(["--workspace", ws]);
+    const { pids } = await startStubborn(first, ws, ["sleep 1000", "trap '' TERM; sleep 1000"]);
+    first.child.kill("SIGKILL");
+    await first.exited;
+    expect(await waitGone(pids, 10_000)).toEqual([]);
+  }, 60_000);
+
+  it("kill -9 of a server that spawns inline, then a restart on the same log, kills every group of the lost executions", async () => {
     const dir = tmp("crash");
     const log = `sqlite:${path.join(dir, "log.db")}`;
     const ws = path.join(dir, "ws");
-    const first = await startServe(["--workspace", ws, "--log", log]);
+    // Inline: nothing kills the commands when the server dies (the helper would).
+    const first = await startServe(["--workspace", ws, "--log", log, "--spawner", "inline"]);
     const {
       handles: [quiet, deaf, daemon],
       pids,
@@ -104,13 +118,13 @@ describe("processes never outlive their server", () => {
   }, 60_000);
 
   it.skipIf(!redisAvailable())(
-    "cluster: kill -9 of a node, then a restart with the same node id, kills what it left running",
+    "cluster: kill -9 of a node that spawns inline, then a restart with the same node id, kills what it left running",
     async () => {
       const redis = await startRedis();
       const ws = tmp("redis");
       const env = { AGENT_COMPUTER_LOG: `${redis.url}?prefix=pr:`, AGENT_COMPUTER_NODE_ID: "n1" };
       try {
-        const first = await startServe(["--workspace", ws], env);
+        const first = await startServe(["--workspace", ws, "--spawner", "inline"], env);
         const {
           handles: [deaf],
           pids,

@@ -72,6 +72,8 @@ export interface NodeOptions extends ConfineOptions {
   spill?: SpillOptions;
   /** Heartbeat interval on live streams (0: off). */
   heartbeatMs?: number;
+  /** Where unconfined commands are forked (Computer option `spawner`; default "helper"). */
+  spawner?: "helper" | "inline";
   /** Structured logger (one JSON object per call); default stdout; false silences. */
   logger?: ComputerServerOptions["logger"];
   /** Environment to read AGENT_COMPUTER_* from (default process.env). */
@@ -147,6 +149,7 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
         ...(options.retentionMs !== undefined ? { retentionMs: options.retentionMs } : {}),
         ...(options.spill ? { spill: options.spill } : {}),
         ...(options.heartbeatMs !== undefined ? { heartbeatMs: options.heartbeatMs } : {}),
+        ...(options.spawner !== undefined ? { spawner: options.spawner } : {}),
       });
       cluster.attach(computer);
       return computer;

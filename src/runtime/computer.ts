@@ -26,11 +26,12 @@ import { HeartbeatTicker } from "./heartbeat.js";
 import { relativeToWorkspace, resolveInWorkspace } from "./paths.js";
 import { LocalExec, stdinClosed } from "./process.js";
 import { checkPtySize, initialPtyState, type PtySize } from "./pty.js";
-import { EXEC_KEY_ENV, execKey, reapLost } from "./reaper.js";
+import { EXEC_KEY_ENV, execKey, killGroup, reapLost } from "./reaper.js";
 import { collectResult } from "./result.js";
 import { ScreenSnapshots } from "./screen.js";
 import { checkSpawnSize, MAX_TIMEOUT_MS, spawnError } from "./spawn-limits.js";
 import { SpawnQueue } from "./spawn-queue.js";
+import { Spawner } from "./spawner.js";
 import { eventStream, type SubscriptionSource, subscribeStream } from "./subscription.js";
 import type {
   ComputerApi,
@@ -74,6 +75,13 @@ export interface ComputerOptions {
   maxStarting?: number;
   /** Time spent spawning per turn of the event loop, at least one spawn (default 5 ms; spawn-queue.ts). */
   spawnSliceMs?: number;
+  /**
+   * Where commands are forked: "helper" (default: a small helper process
+   * forks them, off this process's event loop; spawner.ts) or "inline"
+   * (spawn() in this process). Terminals (pty) and confined executions
+   * (whose sandbox wrapper must be this process's child) always start here.
+   */
+  spawner?: "helper" | "inline";
   /**
    * Ring size per execution for logs this computer opens (default 16 MiB).
    * A ready EventLog brings its own (its `capacityBytes`).
@@ -131,6 +139,8 @@ export class Computer implements ComputerApi {
   private readonly reserved = new Set<string>();
   /** Spawns a few per turn of the event loop, so a burst never blocks it for long. */
   private readonly spawnQueue: SpawnQueue;
+  /** Forks commands off this process (undefined: spawn() here). */
+  private readonly spawner: Spawner | undefined;
   private readonly source: SubscriptionSource;
   private readonly screens = new ScreenSnapshots(() => this.eventLogP);
   private closing: Promise<void> | null = null;
@@ -150,6 +160,11 @@ export class Computer implements ComputerApi {
       ...(options.maxStarting !== undefined ? { maxStarting: options.maxStarting } : {}),
       ...(options.spawnSliceMs !== undefined ? { sliceMs: options.spawnSliceMs } : {}),
     });
+    const spawnerMode = options.spawner ?? "helper";
+    if (spawnerMode !== "helper" && spawnerMode !== "inline") {
+      throw new ComputerError("EINVAL", 'spawner must be "helper" or "inline"');
+    }
+    this.spawner = spawnerMode === "helper" ? new Spawner() : undefined;
     this.killGraceMs = options.killGraceMs ?? 5000;
     this.stallMs = options.stallMs ?? 30_000;
     this.resultMaxBytes = options.resultMaxBytes ?? 16 * 1024 * 1024;
@@ -301,9 +316,26 @@ export class Computer implements ComputerApi {
         });
       let exe: LocalExec;
       try {
+        // A confined recipe must be spawned by this process (its wrapper
+        // checks its parent: the parent-death signal is tied to it).
+        const spawned =
+          this.spawner && !pty && !prepared.adopt && !prepared.confined
+            ? await this.spawner.spawn({
+                file: prepared.file,
+                args: prepared.args,
+                cwd: prepared.cwd,
+                env: prepared.env,
+                stdin: stdin === undefined ? "ignore" : "pipe",
+                marker: `${EXEC_KEY_ENV}=${key}`,
+              })
+            : undefined;
         exe = await ticket.spawn(() => {
-          if (this.closing) throw new ComputerError("ECLOSED", "computer is closed");
+          if (this.closing) {
+            killGroup(spawned?.pid, "SIGKILL");
+            throw new ComputerError("ECLOSED", "computer is closed");
+          }
           return new LocalExec({
+            spawned,
             id,
             record: rec,
             file,
@@ -438,6 +470,7 @@ export class Computer implements ComputerApi {
         }),
       );
       this.screens.close();
+      this.spawner?.close();
       const eventLog = await this.eventLogP.catch(() => undefined);
       await eventLog?.close();
     })();

@@ -36,6 +36,7 @@ import { LiveTail, type TailWait } from "./live-tail.js";
 import { PtyChild, type PtySize, recordResize, signalSession } from "./pty.js";
 import { disown, killExecution, killGroup, own, processStart } from "./reaper.js";
 import { Sequencer } from "./sequencer.js";
+import type { SpawnedChild } from "./spawner.js";
 import type { ExecOptions } from "./types.js";
 
 /** Signals after which the process is expected to end: they make the reason "killed". */
@@ -53,6 +54,8 @@ export interface LocalExecOptions {
   file: string;
   /** What to spawn (the sandbox's recipe) and how to read and release it after the exit. */
   prepared: Prepared;
+  /** The recipe already spawned elsewhere (spawner.ts); else it is spawned here. */
+  spawned?: SpawnedChild;
   /** The execution's marker (reaper.ts), set in the recipe's env under EXEC_KEY_ENV. */
   execKey: string;
   stdin: ExecOptions["stdin"];
@@ -102,6 +105,8 @@ export class LocalExec {
   private lastOutput: number;
   private isFinished = false;
   private readonly prepared: Prepared;
+  /** The child when the spawn helper started it (spawner.ts). */
+  private readonly spawned: SpawnedChild | undefined;
   /** The runtime-enforced limit that ended the execution (output), if any. */
   private runtimeLimit: "output" | null = null;
   private outputBytes = 0;
@@ -117,6 +122,7 @@ export class LocalExec {
     this.stdinMode = o.stdin === "pipe" ? "pipe" : "closed";
     this.input = o.stdin === "pipe" ? undefined : o.stdin;
     this.prepared = o.prepared;
+    this.spawned = o.spawned;
     const wall = o.prepared.limits.wallTimeMs;
     this.timeoutMs = wall > 0 ? Math.min(wall, o.timeoutMs ?? wall) : o.timeoutMs;
     this.killGraceMs = o.killGraceMs;
@@ -164,19 +170,20 @@ export class LocalExec {
       ? (new PtyChild(p.file, p.args, { cwd: p.cwd, env: p.env, size: o.pty }) as never)
       : p.adopt
         ? p.adopt(o.stdin === undefined ? "ignore" : "pipe")
-        : spawn(p.file, p.args, {
+        : (o.spawned ??
+          spawn(p.file, p.args, {
             cwd: p.cwd,
             env: p.env,
             detached: true,
             stdio: [o.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
             windowsHide: true,
-          });
+          }));
     // A failed spawn emits "error" on the next tick, which may come before
     // start() (the spawn queue resolves the caller in a later microtask).
     this.child.on("error", () => {});
     if (this.child.pid !== undefined) {
       this.record.pid = this.child.pid;
-      const start = processStart(this.child.pid);
+      const start = o.spawned?.pidStart ?? processStart(this.child.pid);
       if (start !== undefined) this.record.pidStart = start;
       own(this.child.pid, this.execKey);
     }
@@ -222,19 +229,29 @@ export class LocalExec {
     const onPipeDone = () => {
       if (--this.openPipes === 0) this.maybeFinish();
     };
+    // A child spawned elsewhere (spawner.ts) may have closed an empty pipe,
+    // or exited, before this runs: both are taken as they are.
     for (const name of ["stdout", "stderr"] as const) {
       const pipe = child[name]!;
       pipe.on("data", (chunk: Buffer) => this.onOutput(name, chunk));
       pipe.on("error", () => {});
-      pipe.once("close", onPipeDone);
+      if (pipe.closed === true) queueMicrotask(onPipeDone);
+      else pipe.once("close", onPipeDone);
     }
     child.on("error", () => {}); // reported through exit; never crash the host
-    child.once("exit", (code, signal) => {
+    const onExit = (code: number | null, signal: NodeJS.Signals | null) => {
+      // The spawn helper died under it: it was killed from here (spawner.ts).
+      if (this.spawned?.helperLost) this.reason ??= "killed";
       this.leaderExit = { code, signal };
       if (this.timeoutTimer) clearTimeout(this.timeoutTimer);
       if (this.openPipes === 0) this.maybeFinish();
       else this.armDrain();
-    });
+    };
+    if (typeof child.exitCode === "number" || typeof child.signalCode === "string") {
+      queueMicrotask(() => onExit(child.exitCode, child.signalCode));
+    } else {
+      child.once("exit", onExit);
+    }
     if (timeoutMs !== undefined) {
       this.timeoutTimer = setTimeout(() => this.signal("SIGTERM", "timeout"), timeoutMs);
     }
@@ -402,6 +419,9 @@ export class LocalExec {
         const rest = this.decoders[name].end();
         if (rest) this.sequencer.output(name, rest);
       }
+    }
+    if (this.spawned?.helperLost) {
+      exit.notice = `${exit.notice ?? ""}agent-computer: the process that started this command died; the command was killed\n`;
     }
     if (this.logRefused) {
       exit.notice = `${exit.notice ?? ""}agent-computer: the event log refused this execution's output (${this.logRefused}); output was lost and the command was killed\n`;

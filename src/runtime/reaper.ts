@@ -49,12 +49,16 @@ function bootId(): string | null {
  * undefined when it does not exist (or /proc is not there).
  */
 export function processStart(pid: number): string | undefined {
-  const boot = bootId();
-  if (!boot) return undefined;
   const rest = liveStat(pid);
   // rest[0] is field 3 (state); field 22 (starttime) is rest[19].
   const ticks = rest?.[19];
-  return ticks ? `${ticks}@${boot}` : undefined;
+  return ticks ? identityOf(ticks) : undefined;
+}
+
+/** The identity of a process whose start ticks were read elsewhere (the spawn helper). */
+export function identityOf(ticks: string): string | undefined {
+  const boot = bootId();
+  return boot ? `${ticks}@${boot}` : undefined;
 }
 
 /**

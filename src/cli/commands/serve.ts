@@ -78,6 +78,10 @@ export function registerServe(program: Command): void {
       collectList,
       [],
     )
+    .option(
+      "--spawner <mode>",
+      "where unconfined commands are forked: helper (a small helper process, default) or inline",
+    )
     .option("--quiet", "no per-request log lines");
   addConfineFlags(cmd).action(act(serve));
 }
@@ -100,11 +104,15 @@ interface ServeFlags extends ConfineFlags {
   maxFileBytes?: number;
   allowedHost: string[];
   corsOrigin: string[];
+  spawner?: string;
   quiet?: boolean;
 }
 
 async function serve(o: ServeFlags): Promise<never> {
   const confine = confineOptions(o);
+  if (o.spawner !== undefined && o.spawner !== "helper" && o.spawner !== "inline") {
+    throw new CliError(`--spawner must be helper or inline, not ${JSON.stringify(o.spawner)}`);
+  }
   const { startNode } = await import("../../host/start-node.js");
   const logger = (entry: Record<string, unknown>) => {
     if (o.quiet && entry.msg === "request") return;
@@ -133,6 +141,7 @@ async function serve(o: ServeFlags): Promise<never> {
       ...(o.spillDir !== undefined ? { spillDir: o.spillDir } : {}),
     },
     heartbeatMs: o.heartbeatMs,
+    ...(o.spawner !== undefined ? { spawner: o.spawner as "helper" | "inline" } : {}),
     ...confine,
   }).catch((err: unknown) => {
     const code = (err as { code?: string }).code;

@@ -1,0 +1,171 @@
+// Commands forked by the spawn helper (src/runtime/spawner.ts), not by the
+// process that runs the Computer: the command's parent is the helper, its
+// output and exit arrive whole however fast it ends, the helper's death
+// kills what it started (and the next exec starts a new one), and the helper
+// goes away with the Computer, or with its process however that dies.
+
+import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { Computer } from "../src/index.js";
+import { eventually, tempDir } from "./runtime-support.js";
+
+let ws: ReturnType<typeof tempDir>;
+const computers: Computer[] = [];
+const make = (o: Partial<ConstructorParameters<typeof Computer>[0]> = {}) => {
+  const c = new Computer({ workspace: ws.dir, killGraceMs: 300, ...o });
+  computers.push(c);
+  return c;
+};
+
+beforeEach(() => {
+  ws = tempDir();
+});
+afterEach(async () => {
+  while (computers.length) await computers.pop()!.close();
+  ws.cleanup();
+});
+
+function parentOf(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Alive and not a zombie. */
+function running(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+describe("the spawn helper", () => {
+  it("forks commands instead of this process: the command's parent is the helper", async () => {
+    const c = make();
+    const run = await c.exec("sleep 30");
+    const info = await run.info();
+    const helper = parentOf(info.pid!)!;
+    expect(helper).not.toBe(process.pid);
+    expect(parentOf(helper)).toBe(process.pid);
+    await run.kill();
+    expect((await run.result()).status).toBe("killed");
+  });
+
+  it("runs with an empty environment: none of this process's secrets", async () => {
+    process.env.AC_SPAWNER_TEST_SECRET = "s3cret";
+    try {
+      const c = make();
+      const run = await c.exec("sleep 30");
+      const helper = parentOf((await run.info()).pid!)!;
+      // Only what Node's IPC channel itself needs.
+      const names = readFileSync(`/proc/${helper}/environ`, "latin1")
+        .split("\0")
+        .filter(Boolean)
+        .map((e) => e.slice(0, e.indexOf("=")));
+      expect(names.sort()).toEqual(["NODE_CHANNEL_FD", "NODE_CHANNEL_SERIALIZATION_MODE"]);
+      await run.kill();
+    } finally {
+      delete process.env.AC_SPAWNER_TEST_SECRET;
+    }
+  });
+
+  it("loses nothing of commands that write and exit before the runtime reads them", async () => {
+    const c = make();
+    const runs = await Promise.all(
+      Array.from({ length: 100 }, (_, i) =>
+        c.exec(`printf 'out-${i}'; printf 'err-${i}' >&2; exit ${i % 7}`),
+      ),
+    );
+    const results = await Promise.all(runs.map((r) => r.result()));
+    results.forEach((r, i) => {
+      expect(r.exitCode).toBe(i % 7);
+      expect(Buffer.from(r.stdout as Uint8Array).toString()).toBe(`out-${i}`);
+      expect(Buffer.from(r.stderr as Uint8Array).toString()).toBe(`err-${i}`);
+    });
+  });
+
+  it("passes stdin, env and cwd through", async () => {
+    const c = make();
+    const run = await c.exec('read line; printf "%s|%s|%s" "$line" "$GREETING" "$(pwd)"', {
+      stdin: "pipe",
+      env: { GREETING: "hello" },
+    });
+    await run.write("typed\n");
+    await run.end();
+    const r = await run.result();
+    expect(Buffer.from(r.stdout as Uint8Array).toString()).toMatch(/^typed\|hello\|\/.+$/);
+  });
+
+  it("a killed helper takes its commands with it; they end as killed and the next exec works", async () => {
+    const c = make();
+    const run = await c.exec("sleep 30");
+    const pid = (await run.info()).pid!;
+    const helper = parentOf(pid)!;
+    process.kill(helper, "SIGKILL");
+    const r = await run.result();
+    expect(r.status).toBe("killed");
+    expect(Buffer.from(r.stderr as Uint8Array).toString()).toMatch(
+      /the process that started this command died/,
+    );
+    await eventually(() => !running(pid));
+    const again = await (await c.exec("echo again")).result();
+    expect(Buffer.from(again.stdout as Uint8Array).toString()).toBe("again\n");
+  });
+
+  it("goes away when the Computer is closed", async () => {
+    const c = make();
+    const run = await c.exec("true");
+    await run.result();
+    const other = await c.exec("sleep 30");
+    const helper = parentOf((await other.info()).pid!)!;
+    computers.pop();
+    await c.close();
+    await eventually(() => !running(helper));
+  });
+
+  it("dies with its process, however it dies (kill -9), and kills the commands it started", async () => {
+    const entry = path.resolve(__dirname, "../dist/index.js");
+    const script = `
+      const { Computer } = await import(${JSON.stringify(entry)});
+      const c = new Computer({ workspace: ${JSON.stringify(ws.dir)} });
+      const run = await c.exec("sleep 300");
+      console.log(JSON.stringify({ pid: (await run.info()).pid }));
+      setInterval(() => {}, 1000);
+    `;
+    const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    const line = await new Promise<string>((resolve, reject) => {
+      let out = "";
+      child.stdout!.on("data", (d) => {
+        out += d;
+        if (out.includes("\n")) resolve(out.trim());
+      });
+      child.once("exit", () => reject(new Error(`exited first: ${out}`)));
+    });
+    const { pid } = JSON.parse(line) as { pid: number };
+    const helper = parentOf(pid)!;
+    expect(parentOf(helper)).toBe(child.pid);
+    child.kill("SIGKILL");
+    await eventually(() => !running(helper) && !running(pid));
+    expect([running(helper), running(pid)]).toEqual([false, false]);
+  });
+
+  it('spawns in this process with spawner: "inline", and refuses an unknown mode', async () => {
+    const c = make({ spawner: "inline" });
+    const run = await c.exec("sleep 30");
+    expect(parentOf((await run.info()).pid!)).toBe(process.pid);
+    await run.kill();
+    await run.result();
+    expect(() => new Computer({ workspace: ws.dir, spawner: "fork" as never })).toThrow(
+      /spawner must be/,
+    );
+  });
+});

@@ -11,8 +11,7 @@
 // exec-spec.ts (what exec accepts). docs/runtime.md is the user-facing version.
 
 import { randomUUID } from "node:crypto";
-import { mkdirSync } from "node:fs";
-import { stat } from "node:fs/promises";
+import { mkdirSync, statSync } from "node:fs";
 import path from "node:path";
 import { DEFAULT_LOG_MAX_BYTES, DEFAULT_RETENTION_MS } from "../store/common.js";
 import { type EventLogSpec, openEventLog } from "../store/open-log.js";
@@ -517,7 +516,8 @@ export class Computer implements ComputerApi {
       }
       throw err;
     }
-    const st = await stat(abs).catch(() => null);
+    // Synchronous: a local stat is ~5 µs, through the thread pool ~200 µs of CPU (paths.ts).
+    const st = statSync(abs, { throwIfNoEntry: false });
     if (!st?.isDirectory()) {
       throw new ComputerError("EINVAL", `cwd ${JSON.stringify(cwd)} is not a directory`);
     }

@@ -59,6 +59,17 @@ export interface SpawnedChild extends ChildProcess {
   readonly helperLost?: boolean;
 }
 
+/**
+ * A request as sent: the environment as a change to the previous request's
+ * (a few variables differ between executions; sending all of them cost
+ * most of the message).
+ */
+type Wire = Omit<SpawnRequest, "env"> & {
+  id: number;
+  set: Record<string, string>;
+  unset: string[];
+};
+
 type FromHelper =
   | { t: "out"; id: number; pid: number; ticks?: string }
   | { t: "err"; id: number }
@@ -111,12 +122,16 @@ function helperMain(req: NodeJS.Require): void {
     }
     process.exit(0);
   });
-  process.on("message", (m: { id: number } & SpawnRequest) => {
+  /** The environment as last sent: each request carries only what changed (Wire below). */
+  const env: Record<string, string> = {};
+  process.on("message", (m: Wire) => {
+    for (const k of m.unset) delete env[k];
+    Object.assign(env, m.set);
     let child: ChildProcess;
     try {
       child = spawn(m.file, m.args, {
         cwd: m.cwd,
-        env: m.env,
+        env: { ...env },
         detached: true,
         stdio: [m.stdin, "pipe", "pipe"],
         windowsHide: true,
@@ -188,6 +203,8 @@ export class Spawner {
   /** Requests sent, by id, until their command exited (or the spawn failed). */
   private readonly pending = new Map<number, Pending>();
   private closed = false;
+  /** The environment the helper holds (the last request's). */
+  private sentEnv: Record<string, string> = {};
 
   /** Spawn through the helper; resolves once the pipes are here. Rejects as spawn() would throw. */
   spawn(req: SpawnRequest): Promise<SpawnedChild> {
@@ -197,7 +214,14 @@ export class Spawner {
     return new Promise<SpawnedChild>((resolve, reject) => {
       this.pending.set(id, { req, resolve, reject, pipesLeft: req.stdin === "pipe" ? 3 : 2 });
       this.hold();
-      helper.send({ id, ...req });
+      const { env, ...rest } = req;
+      const set: Record<string, string> = {};
+      const unset: string[] = [];
+      for (const k in env) if (this.sentEnv[k] !== env[k]) set[k] = env[k]!;
+      for (const k in this.sentEnv) if (!(k in env)) unset.push(k);
+      this.sentEnv = { ...env };
+      const wire: Wire = { id, ...rest, set, unset };
+      helper.send(wire);
     });
   }
 
@@ -222,6 +246,7 @@ export class Spawner {
     h.on("error", () => {});
     h.once("exit", () => this.lost(h));
     this.helper = h;
+    this.sentEnv = {};
     h.unref();
     (h.channel as { unref?: () => void } | undefined)?.unref?.();
     return h;

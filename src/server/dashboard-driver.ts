@@ -76,6 +76,7 @@ export class DashboardDriver implements Dashboard {
   private lastSyncAt = 0;
   private readonly timer: ReturnType<typeof setInterval>;
   private readonly unsubscribe: () => void;
+  private readonly unwatched: () => void;
   private closed = false;
 
   constructor(
@@ -96,10 +97,12 @@ export class DashboardDriver implements Dashboard {
       params: { rows: [] },
     }).widgetId;
     this.unsubscribe = this.channel.onEvent((ev) => void this.onEvent(ev));
-    // The sweep runs only while a page is watching: hooks keep the state current
-    // otherwise, and a list() per second on a shared (Redis) log is not free.
+    // Syncs run only while a page is watching (a list() per second, or per
+    // start and exit, is not free, on a shared Redis log least of all); a
+    // page that starts watching gets one at once.
+    this.unwatched = this.channel.onWatched(() => this.soon());
     this.timer = setInterval(() => {
-      if (this.channel.subscriberCount > 0) void this.refresh();
+      if (this.channel.watched) void this.refresh();
     }, opts.sweepMs);
     this.timer.unref?.();
     void this.refresh();
@@ -114,13 +117,17 @@ export class DashboardDriver implements Dashboard {
   }
 
   /**
-   * A sync after a start or an exit, at most one per SYNC_GAP_MS: each sync
-   * lists every execution, so one per event cost the server a list per
-   * execution under a burst of short commands (a fifth of its CPU at 70
-   * execs/s); a page sees the change at most that much later.
+   * A sync after a start or an exit, at most one per SYNC_GAP_MS, while a
+   * page watches: each sync lists every execution, so one per event cost the
+   * server a list per execution under a burst of short commands (a fifth of
+   * its CPU at 70 execs/s); a page sees the change at most that much later.
    */
   private soon(): void {
     if (this.closed || this.soonTimer) return;
+    // Nobody watching: the sweep catches up within sweepMs once a page
+    // subscribes (a list per start and exit cost ~10% of the server's CPU
+    // under a stream of short commands with no page open).
+    if (!this.channel.watched) return;
     const wait = Math.max(0, this.lastSyncAt + SYNC_GAP_MS - Date.now());
     this.soonTimer = setTimeout(() => {
       this.soonTimer = undefined;
@@ -260,5 +267,6 @@ export class DashboardDriver implements Dashboard {
     clearInterval(this.timer);
     clearTimeout(this.soonTimer);
     this.unsubscribe();
+    this.unwatched();
   }
 }

@@ -229,3 +229,28 @@ describe("UiChannel UI events", () => {
     errors.mockRestore();
   });
 });
+
+describe("UiChannel (watched)", () => {
+  it("is watched while a page subscribes or has polled lately, and says when it starts being watched", () => {
+    vi.useFakeTimers();
+    try {
+      const ch = new UiChannel("c", limits);
+      const hook = vi.fn();
+      ch.onWatched(hook);
+      expect(ch.watched).toBe(false);
+      const sub = ch.subscribe(0, () => {});
+      expect([ch.watched, hook.mock.calls.length]).toEqual([true, 1]);
+      ch.subscribe(0, () => {}).unsubscribe(); // already watched: no new call
+      sub.unsubscribe();
+      expect(ch.watched).toBe(false);
+      ch.polled();
+      expect([ch.watched, hook.mock.calls.length]).toEqual([true, 2]);
+      ch.polled();
+      expect(hook.mock.calls.length).toBe(2);
+      vi.advanceTimersByTime(31_000);
+      expect(ch.watched).toBe(false);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});

@@ -32,6 +32,9 @@ import { validateCommand, validateUiEvent } from "../../aui/validate.js";
 import { ComputerError } from "../../wire/errors.js";
 
 /** A channel's bounds. */
+/** A channel counts as watched this long after a poll read it (a polling page polls more often). */
+const POLL_WATCH_MS = 30_000;
+
 export interface ChannelLimits {
   /** Retained (compacted) commands. */
   maxRetained: number;
@@ -134,6 +137,8 @@ export class UiChannel {
   /** relay-minted widget id -> seqs of its render and merged update */
   private readonly widgets = new Map<string, { render: number; update?: number }>();
   private readonly subscribers = new Set<Subscriber>();
+  private readonly watchedHooks = new Set<() => void>();
+  private polledAt = 0;
   private readonly events: LoggedUiEvent[] = [];
   /** JSON size of each entry of `events`, and their sum. */
   private readonly eventSizes: number[] = [];
@@ -312,8 +317,28 @@ export class UiChannel {
   /** Replay then follow, atomically (nothing published in between is lost). */
   subscribe(after: number, fn: Subscriber): Subscription {
     const replay = this.replay(after);
+    const was = this.watched;
     this.subscribers.add(fn);
+    if (!was) for (const hook of this.watchedHooks) hook();
     return { replay, unsubscribe: () => this.subscribers.delete(fn) };
+  }
+
+  /** A poll read the channel: a polling page watches it without a subscription. */
+  polled(): void {
+    const was = this.watched;
+    this.polledAt = Date.now();
+    if (!was) for (const hook of this.watchedHooks) hook();
+  }
+
+  /** Whether a page watches: a subscriber now, or a poll within the last POLL_WATCH_MS. */
+  get watched(): boolean {
+    return this.subscribers.size > 0 || Date.now() - this.polledAt < POLL_WATCH_MS;
+  }
+
+  /** Calls `fn` whenever the channel goes from unwatched to watched (a page started watching). */
+  onWatched(fn: () => void): () => void {
+    this.watchedHooks.add(fn);
+    return () => this.watchedHooks.delete(fn);
   }
 
   get subscriberCount(): number {

@@ -33,6 +33,7 @@ export async function servePoll(
 ): Promise<void> {
   const after = parseChannelAfter(url.searchParams.get("after"), "after");
   const wait = parseWait(url.searchParams.get("wait"), options.maxWaitMs);
+  ch.polled();
   let entries = ch.replay(after);
   if (entries.length === 0 && !ch.closed && wait > 0) {
     entries = await new Promise<RelayEntry[]>((resolve) => {

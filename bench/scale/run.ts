@@ -9,7 +9,9 @@
 //     [--seconds 5] [--rounds 3] [--runs 200] [--n 200] [--d 10]
 //     [--transport sse|ws|both] [--log memory|redis|both] [--confine off|auto|both]
 // The exec-rate server runs unconfined and confined (serve's default) by
-// default: the raw spawn loop it is compared with is never sandboxed.
+// default: the raw spawn loop it is compared with is never sandboxed. The
+// live part runs confined when the host allows (serve's default), or
+// unconfined with --confine off.
 // The full size is --n 1000 --d 60 (about 70 s per setup and
 // transport); quick runs use the defaults.
 
@@ -52,7 +54,8 @@ if (part === "live" || part === "all") {
   const rows = [];
   for (const log of logs) {
     for (const transport of transports) {
-      const cluster = await startCluster(log, n + 16);
+      // The live part runs one setup: serve's default (auto) unless --confine off.
+      const cluster = await startCluster(log, n + 16, confineOpt === "off" ? "off" : "auto");
       try {
         rows.push(await liveExecutions(cluster, n, d, transport));
       } finally {

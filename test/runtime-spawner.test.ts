@@ -7,25 +7,11 @@
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import path from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Computer } from "../src/index.js";
-import { eventually, tempDir } from "./runtime-support.js";
+import { computerFixture, eventually } from "./runtime-support.js";
 
-let ws: ReturnType<typeof tempDir>;
-const computers: Computer[] = [];
-const make = (o: Partial<ConstructorParameters<typeof Computer>[0]> = {}) => {
-  const c = new Computer({ workspace: ws.dir, killGraceMs: 300, ...o });
-  computers.push(c);
-  return c;
-};
-
-beforeEach(() => {
-  ws = tempDir();
-});
-afterEach(async () => {
-  while (computers.length) await computers.pop()!.close();
-  ws.cleanup();
-});
+const { ws, make, forget } = computerFixture();
 
 function parentOf(pid: number): number | undefined {
   try {
@@ -125,7 +111,7 @@ describe("the spawn helper", () => {
     await run.result();
     const other = await c.exec("sleep 30");
     const helper = parentOf((await other.info()).pid!)!;
-    computers.pop();
+    forget(c);
     await c.close();
     await eventually(() => !running(helper));
   });

@@ -6,36 +6,22 @@ import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { createReadStream, existsSync } from "node:fs";
 import path from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Computer, MemoryEventLog } from "../src/index.js";
 import type { EventLog } from "../src/store/types.js";
 import type { ExecEvent } from "../src/wire/types.js";
 import {
   collect,
   collectUntilError,
+  computerFixture,
   eventually,
   expectGapFree,
   logged,
   sleep,
-  tempDir,
   textOf,
 } from "./runtime-support.js";
 
-let ws: ReturnType<typeof tempDir>;
-const computers: Computer[] = [];
-const make = (o: Partial<ConstructorParameters<typeof Computer>[0]> = {}) => {
-  const c = new Computer({ workspace: ws.dir, killGraceMs: 300, ...o });
-  computers.push(c);
-  return c;
-};
-
-beforeEach(() => {
-  ws = tempDir();
-});
-afterEach(async () => {
-  while (computers.length) await computers.pop()!.close();
-  ws.cleanup();
-});
+const { ws, make } = computerFixture();
 
 /** Processes whose command line contains `marker` (from `ps`). */
 function survivors(marker: string): string[] {

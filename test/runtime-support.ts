@@ -4,11 +4,46 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { afterEach, beforeEach } from "vitest";
+import { Computer } from "../src/runtime/computer.js";
 import type { ExecEvent } from "../src/wire/types.js";
 
 export function tempDir(prefix = "ac-rt-"): { dir: string; cleanup: () => void } {
   const dir = mkdtempSync(path.join(tmpdir(), prefix));
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/**
+ * A fresh workspace for each test of the file, and the Computers made in it
+ * (`make`, kill grace 300 ms) closed after the test. `ws.dir` is the current
+ * workspace; `forget(c)` for a test that closes `c` itself.
+ */
+export function computerFixture() {
+  let current: ReturnType<typeof tempDir> | undefined;
+  const computers: Computer[] = [];
+  beforeEach(() => {
+    current = tempDir();
+  });
+  afterEach(async () => {
+    while (computers.length) await computers.pop()!.close();
+    current?.cleanup();
+  });
+  return {
+    ws: {
+      get dir(): string {
+        return current!.dir;
+      },
+    },
+    make(o: Partial<ConstructorParameters<typeof Computer>[0]> = {}): Computer {
+      const c = new Computer({ workspace: current!.dir, killGraceMs: 300, ...o });
+      computers.push(c);
+      return c;
+    },
+    forget(c: Computer): void {
+      const i = computers.indexOf(c);
+      if (i >= 0) computers.splice(i, 1);
+    },
+  };
 }
 
 export async function collect<T>(

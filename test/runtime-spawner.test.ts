@@ -5,7 +5,7 @@
 // goes away with the Computer, or with its process however that dies.
 
 import { spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { Computer } from "../src/index.js";
@@ -101,6 +101,24 @@ describe("the spawn helper", () => {
       /the process that started this command died/,
     );
     await eventually(() => !running(pid));
+    const again = await (await c.exec("echo again")).result();
+    expect(Buffer.from(again.stdout as Uint8Array).toString()).toBe("again\n");
+  });
+
+  it("a helper that dies before handing a command over: exec fails with EUNAVAILABLE and nothing of it runs", async () => {
+    const c = make();
+    const first = await c.exec("sleep 30");
+    const helper = parentOf((await first.info()).pid!)!;
+    // Stopped, the helper cannot answer; killed, it never will.
+    process.kill(helper, "SIGSTOP");
+    const late = c.exec("sleep 0.3; touch started.flag");
+    await new Promise((r) => setTimeout(r, 100));
+    process.kill(helper, "SIGKILL");
+    await expect(late).rejects.toMatchObject({ code: "EUNAVAILABLE" });
+    expect((await first.result()).status).toBe("killed");
+    await new Promise((r) => setTimeout(r, 600));
+    expect(existsSync(path.join(ws.dir, "started.flag"))).toBe(false);
+    expect((await c.list()).map((r) => r.command)).not.toContain("sleep 0.3; touch started.flag");
     const again = await (await c.exec("echo again")).result();
     expect(Buffer.from(again.stdout as Uint8Array).toString()).toBe("again\n");
   });

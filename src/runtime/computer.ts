@@ -25,7 +25,7 @@ import { HeartbeatTicker } from "./heartbeat.js";
 import { relativeToWorkspace, resolveInWorkspace } from "./paths.js";
 import { LocalExec, stdinClosed } from "./process.js";
 import { checkPtySize, initialPtyState, type PtySize } from "./pty.js";
-import { EXEC_KEY_ENV, execKey, killGroup, reapLost } from "./reaper.js";
+import { EXEC_KEY_ENV, execKey, killExecution, killGroup, reapLost } from "./reaper.js";
 import { collectResult } from "./result.js";
 import { ScreenSnapshots } from "./screen.js";
 import { checkSpawnSize, MAX_TIMEOUT_MS, spawnError } from "./spawn-limits.js";
@@ -354,6 +354,9 @@ export class Computer implements ComputerApi {
         });
       } catch (err) {
         // spawn() itself threw: nothing runs, so nothing of it is left behind.
+        // The spawn helper died before handing the command over: it may have
+        // started it, so whatever carries its marker is killed.
+        if (hasCode(err, "EUNAVAILABLE")) await killExecution(undefined, key);
         await eventLog.dispose(id).catch(() => {});
         await prepared.dispose().catch(() => {});
         throw spawnError(err);

@@ -83,8 +83,10 @@ interface Pending {
   resolve(child: SpawnedChild): void;
   reject(err: unknown): void;
   child?: HelperChild;
-  /** Pipe messages still to come before the child is handed over. */
+  /** Pipe messages still to come before the child is handed over (0: handed over). */
   pipesLeft: number;
+  /** The helper the request went to. */
+  helper: ChildProcess;
 }
 
 /** The helper's program, run as `node -e` (CommonJS: `require` is there); it may use nothing else. */
@@ -212,7 +214,13 @@ export class Spawner {
     const helper = this.started();
     const id = this.next++;
     return new Promise<SpawnedChild>((resolve, reject) => {
-      this.pending.set(id, { req, resolve, reject, pipesLeft: req.stdin === "pipe" ? 3 : 2 });
+      this.pending.set(id, {
+        req,
+        resolve,
+        reject,
+        pipesLeft: req.stdin === "pipe" ? 3 : 2,
+        helper,
+      });
       this.hold();
       const { env, ...rest } = req;
       const set: Record<string, string> = {};
@@ -243,7 +251,8 @@ export class Spawner {
       windowsHide: true,
     });
     h.on("message", (m: FromHelper, handle?: Socket) => this.onMessage(m, handle));
-    h.on("error", () => {});
+    // A helper that cannot start, or whose channel breaks, is as good as dead.
+    h.on("error", () => this.lost(h));
     h.once("exit", () => this.lost(h));
     this.helper = h;
     this.sentEnv = {};
@@ -307,18 +316,24 @@ export class Spawner {
   /** The helper is gone: what it started is killed here, and the next spawn starts a new one. */
   private lost(h: ChildProcess): void {
     if (this.helper === h) this.helper = undefined;
-    const left = [...this.pending];
-    this.pending.clear();
+    const left: Pending[] = [];
+    for (const [id, p] of this.pending) {
+      if (p.helper !== h) continue; // a newer helper's
+      this.pending.delete(id);
+      left.push(p);
+    }
     this.release();
-    for (const [, p] of left) {
+    for (const p of left) {
       const c = p.child;
-      if (!c) {
+      killGroup(c?.pid, "SIGKILL");
+      if (!c || p.pipesLeft > 0) {
+        // Never handed over: the caller learns it did not start (and makes
+        // sure nothing of it runs: the helper may have spawned it).
         p.reject(
           new ComputerError("EUNAVAILABLE", "the spawn helper exited before the command started"),
         );
         continue;
       }
-      killGroup(c.pid, "SIGKILL");
       c.helperLost = true;
       this.exited(c, null, "SIGKILL");
     }

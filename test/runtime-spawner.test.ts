@@ -77,6 +77,17 @@ describe("the spawn helper", () => {
     });
   });
 
+  it("a program that cannot be started exits 127, also when many start at once", async () => {
+    const c = make();
+    const runs = await Promise.all(
+      Array.from({ length: 40 }, () => c.exec({ argv: ["/nonexistent/prog"] })),
+    );
+    for (const r of await Promise.all(runs.map((x) => x.result()))) {
+      expect(r.exitCode).toBe(127);
+      expect(Buffer.from(r.stderr as Uint8Array).toString()).toMatch(/cannot run/);
+    }
+  });
+
   it("passes stdin, env and cwd through", async () => {
     const c = make();
     const run = await c.exec('read line; printf "%s|%s|%s" "$line" "$GREETING" "$(pwd)"', {

@@ -262,6 +262,9 @@ export class Spawner {
   }
 
   private onMessage(m: FromHelper, handle: Socket | undefined): void {
+    // The runtime listens from start() on, a few turns later: an error
+    // before that must not be thrown as unheard.
+    handle?.on("error", () => {});
     const p = this.pending.get(m.id);
     if (!p) {
       handle?.destroy();
@@ -285,12 +288,11 @@ export class Spawner {
         if (p.child) p.child.stdin = handle ?? null;
         break;
       case "nopid": {
-        // Like spawn() when the program cannot be started: no pid, an "error" event.
+        // Like spawn() when the program cannot be started: no pid (the runtime
+        // reports it as a shell would, exit 127). No "error" event: nothing may
+        // be listening yet, and an unheard one would be thrown.
         this.settle(m.id);
-        const c = new HelperChild();
-        p.resolve(c as unknown as SpawnedChild);
-        const err = Object.assign(new Error(m.message), { code: m.code });
-        setImmediate(() => c.emit("error", err));
+        p.resolve(new HelperChild() as unknown as SpawnedChild);
         return;
       }
       case "threw":

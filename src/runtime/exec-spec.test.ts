@@ -99,7 +99,7 @@ describe("checkEnv", () => {
     expect(out).not.toBe(env);
   });
 
-  it("refuses empty names, '=' or NUL in names, NUL or non-strings in values, and non-objects", () => {
+  it("refuses empty names, '=' or NUL in names, __proto__, NUL or non-strings in values, and non-objects", () => {
     const bad: unknown[] = [
       { "": "x" },
       { "A=B": "x" },
@@ -107,6 +107,7 @@ describe("checkEnv", () => {
       { A: "x\0" },
       { A: 1 },
       { A: undefined },
+      JSON.parse('{"__proto__": "x"}'),
       null,
       "A=1",
     ];

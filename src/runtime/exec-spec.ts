@@ -82,6 +82,9 @@ export function checkEnv(env: Record<string, string> | undefined): Record<string
   for (const [k, v] of Object.entries(env)) {
     if (
       k === "" ||
+      // An own "__proto__" (from JSON) cannot be copied into a plain object:
+      // refused rather than silently dropped.
+      k === "__proto__" ||
       k.includes("=") ||
       k.includes("\0") ||
       typeof v !== "string" ||

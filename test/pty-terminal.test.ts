@@ -212,7 +212,9 @@ describe("pty executions", () => {
   it("resize changes stty size and delivers SIGWINCH (SDK handle.resize)", async () => {
     const s = await shell(h.client);
     await s.handle.write("trap 'echo WINCH-$(stty size | tr \" \" x)' WINCH\r");
-    await s.until(/\$ $/);
+    // The prompt after the trap line (the first prompt also ends in "$ "): a
+    // resize before bash ran the trap line would go unnoticed.
+    await s.until(/WINCH\r?\n[\s\S]*\$ $/);
     await s.handle.resize({ cols: 132, rows: 43 });
     await s.handle.write("stty size\r");
     await s.until(/43 132/);

@@ -7,39 +7,17 @@
 // controller is missing; CI installs bubblewrap so nothing is skipped there.
 
 import { type ChildProcess, spawn } from "node:child_process";
-import {
-  chmodSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type {
-  HostReport,
-  Limits,
-  NetworkPolicy,
-  Sandbox,
-  SpawnedExit,
-} from "../src/sandbox/index.js";
-import { createSandbox, probeHost } from "../src/sandbox/index.js";
+import type { Limits, NetworkPolicy, Sandbox, SpawnedExit } from "../src/sandbox/index.js";
+import { createSandbox } from "../src/sandbox/index.js";
 import { findHostProcesses } from "./support/host-procs.js";
+import { confineSupport, sandboxBase } from "./support/sandbox-host.js";
 
-const host: HostReport = await probeHost();
-const canConfine = host.verdict.required.ok;
-if (!canConfine) {
-  console.warn(
-    `\n*** SKIPPING the sandbox escape suite: ${host.verdict.required.message}\n` +
-      `*** fix: ${host.bwrap.fix ?? host.userNamespaces.fix ?? host.setpriv.fix ?? ""}\n`,
-  );
-}
+const { host, canConfine } = await confineSupport("the sandbox escape suite");
 const hasMemory = host.cgroup.controllers.includes("memory");
 const hasPids = host.cgroup.controllers.includes("pids");
 if (canConfine && !(hasMemory && hasPids)) {
@@ -117,11 +95,9 @@ describe.skipIf(!canConfine)("sandbox escape suite", () => {
   }
 
   beforeAll(async () => {
-    base = mkdtempSync(path.join(tmpdir(), "ac-escape-"));
+    base = sandboxBase("ac-escape-");
     ws = path.join(base, "workspace");
     outside = path.join(base, "server");
-    // mkdtemp makes the base 0700: the sandbox's uid must traverse it to reach the workspace.
-    chmodSync(base, 0o711);
     for (const d of [ws, outside]) {
       mkdirSync(d, { recursive: true });
     }

@@ -4,20 +4,16 @@
 // does not show (its processes, a file outside the workspace, /etc/shadow).
 // Skips loudly when the host cannot confine.
 
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { chmodSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AgentTools, createAgentTools } from "../src/agents/index.js";
 import { Computer } from "../src/index.js";
 import type { ExecHandle } from "../src/runtime/types.js";
-import { createSandbox, probeHost, type Sandbox } from "../src/sandbox/index.js";
+import { createSandbox, type Sandbox } from "../src/sandbox/index.js";
+import { confineSupport, sandboxBase } from "./support/sandbox-host.js";
 
-const host = await probeHost();
-const canConfine = host.verdict.required.ok;
-if (!canConfine) {
-  console.warn(`\n*** SKIPPING the confined pty tests: ${host.verdict.required.message}\n`);
-}
+const { canConfine } = await confineSupport("the confined pty tests");
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -56,8 +52,7 @@ describe.skipIf(!canConfine)("confined terminals and persistent shells", () => {
   let tools: AgentTools;
 
   beforeAll(async () => {
-    base = mkdtempSync(path.join(tmpdir(), "ac-sandbox-pty-"));
-    chmodSync(base, 0o711); // commands run as another uid when the tests run as root
+    base = sandboxBase("ac-sandbox-pty-");
     ws = path.join(base, "ws");
     mkdirSync(ws);
     outsideFile = path.join(base, "outside-secret.txt");

@@ -9,35 +9,22 @@
 // Skips loudly when the host cannot confine (see `agent-computer doctor`).
 
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import {
-  chmodSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  rmSync,
-  statSync,
-} from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ComputerClient } from "../src/client/client.js";
 import type { ExecOptions, ExecResult } from "../src/runtime/types.js";
 import { WARM_INIT_ARGV } from "../src/sandbox/handoff.js";
-import { probeHost } from "../src/sandbox/index.js";
 import { ensureDistBuilt } from "./support/dist.js";
 import { findHostProcesses } from "./support/host-procs.js";
 import { listeningUrl } from "./support/proc-serve.js";
+import { confineSupport, sandboxBase } from "./support/sandbox-host.js";
 
-const host = await probeHost();
-const canConfine = host.verdict.required.ok;
+const { host, canConfine } = await confineSupport("the server escape suite");
 const hasLimits =
   host.cgroup.controllers.includes("memory") && host.cgroup.controllers.includes("pids");
-if (!canConfine) {
-  console.warn(`\n*** SKIPPING the server escape suite: ${host.verdict.required.message}\n`);
-}
 
 const root = path.resolve(__dirname, "..");
 const cli = path.join(root, "dist/cli/main.js");
@@ -124,8 +111,7 @@ describe.skipIf(!canConfine)("escape attempts through `serve --confine required`
 
   beforeAll(async () => {
     ensureDistBuilt();
-    base = mkdtempSync(path.join(tmpdir(), "ac-sandbox-server-"));
-    chmodSync(base, 0o711); // commands run as another uid when the tests run as root
+    base = sandboxBase("ac-sandbox-server-");
     logDir = path.join(base, "log");
     mkdirSync(logDir);
     const workspace = path.join(base, "ws");
@@ -292,8 +278,7 @@ describe.skipIf(!canConfine)("escape attempts through `serve --confine required`
 describe.skipIf(!canConfine)("kill -9 of the server with confined commands running", () => {
   it("leaves no survivor: every sandbox dies with the server", async () => {
     ensureDistBuilt();
-    const base = mkdtempSync(path.join(tmpdir(), "ac-sandbox-kill9-"));
-    chmodSync(base, 0o711);
+    const base = sandboxBase("ac-sandbox-kill9-");
     const server = await serve(path.join(base, "ws"), []);
     const marker = 32_000 + (process.pid % 1000);
     try {

@@ -7,28 +7,15 @@
 // host cannot confine.
 
 import { spawn } from "node:child_process";
-import {
-  chmodSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  rmdirSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Computer } from "../src/index.js";
-import { createSandbox, probeHost, type Sandbox } from "../src/sandbox/index.js";
+import { createSandbox, type Sandbox } from "../src/sandbox/index.js";
 import { Watchdog } from "../src/sandbox/watchdog.js";
+import { confineSupport, sandboxBase } from "./support/sandbox-host.js";
 
-const host = await probeHost();
-const canConfine = host.verdict.required.ok;
-if (!canConfine) {
-  console.warn(`\n*** SKIPPING the warm sandbox tests: ${host.verdict.required.message}\n`);
-}
+const { host, canConfine } = await confineSupport("the warm sandbox tests");
 const hasPids = host.cgroup.controllers.includes("pids");
 
 type Warm = Sandbox & { warmPids(): number[] };
@@ -61,8 +48,7 @@ describe.skipIf(!canConfine)("warm sandboxes", () => {
   let computer: Computer;
 
   beforeAll(async () => {
-    base = mkdtempSync(path.join(tmpdir(), "ac-warm-"));
-    chmodSync(base, 0o711); // commands run as another uid when the tests run as root
+    base = sandboxBase("ac-warm-");
     ws = path.join(base, "ws");
     mkdirSync(path.join(ws, "sub"), { recursive: true });
     sandbox = (await createSandbox({

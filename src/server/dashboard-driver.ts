@@ -74,6 +74,8 @@ export class DashboardDriver implements Dashboard {
   private again = false;
   private soonTimer: ReturnType<typeof setTimeout> | undefined;
   private lastSyncAt = 0;
+  /** Run requests from the form so far (the latest one's outcome is shown). */
+  private formRuns = 0;
   private readonly timer: ReturnType<typeof setInterval>;
   private readonly unsubscribe: () => void;
   private readonly unwatched: () => void;
@@ -220,6 +222,10 @@ export class DashboardDriver implements Dashboard {
         }
       } else if (ev.type === "RunForm:run") {
         const command = payload.command;
+        // The form shows the latest run request's outcome: an earlier run that
+        // finishes starting later must not overwrite it (e.g. clear the error
+        // of an empty command submitted meanwhile).
+        const run = ++this.formRuns;
         if (typeof command !== "string" || command.trim() === "") {
           this.formError("Type a command to run.");
           return;
@@ -232,14 +238,14 @@ export class DashboardDriver implements Dashboard {
           });
         try {
           await this.computer.exec(command);
-          if (this.formId)
+          if (this.formId && run === this.formRuns)
             this.publish({
               type: "update",
               widgetId: this.formId,
               params: { pending: false, error: null, lastRun: command },
             });
         } catch (err) {
-          this.formError(`Could not start: ${(err as Error).message}`);
+          if (run === this.formRuns) this.formError(`Could not start: ${(err as Error).message}`);
         }
       } else {
         return;

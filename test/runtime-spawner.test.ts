@@ -3,6 +3,8 @@
 // output and exit arrive whole however fast it ends, the helper's death
 // kills what it started (and the next exec starts a new one), and the helper
 // goes away with the Computer, or with its process however that dies.
+// Commands starting together are spread over two helpers by default (one at a
+// time they go to the same one); one helper's death takes only its commands.
 
 import { spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
@@ -62,6 +64,42 @@ describe("the spawn helper", () => {
     }
   });
 
+  it("spreads commands over two helpers by default; a killed helper takes only its own commands", async () => {
+    const c = make();
+    // One at a time, commands always go to the same helper.
+    const parents = new Set<string>();
+    for (let i = 0; i < 3; i++) {
+      const r = await (await c.exec("echo $PPID")).result();
+      parents.add(Buffer.from(r.stdout as Uint8Array).toString());
+    }
+    expect(parents.size).toBe(1);
+    const runs = await Promise.all([c.exec("sleep 30"), c.exec("sleep 30")]);
+    const pids = await Promise.all(runs.map(async (r) => (await r.info()).pid!));
+    const helpers = pids.map((p) => parentOf(p)!);
+    expect(new Set(helpers).size).toBe(2);
+    for (const h of helpers) expect(parentOf(h)).toBe(process.pid);
+    process.kill(helpers[0]!, "SIGKILL");
+    expect((await runs[0]!.result()).status).toBe("killed");
+    await new Promise((r) => setTimeout(r, 200));
+    expect(running(pids[1]!)).toBe(true);
+    expect((await runs[1]!.info()).state).toBe("running");
+    await runs[1]!.kill();
+    expect((await runs[1]!.result()).status).toBe("killed");
+  });
+
+  it("takes spawnHelpers from 1 to 16 and refuses anything else with EINVAL", async () => {
+    const one = make({ spawnHelpers: 1 });
+    const runs = await Promise.all([one.exec("sleep 30"), one.exec("sleep 30")]);
+    const helpers = await Promise.all(runs.map(async (r) => parentOf((await r.info()).pid!)));
+    expect(helpers[0]).toBe(helpers[1]);
+    for (const r of runs) await r.kill();
+    for (const bad of [0, 17, 1.5, Number.NaN]) {
+      expect(() => new Computer({ workspace: ws.dir, spawnHelpers: bad })).toThrow(
+        expect.objectContaining({ code: "EINVAL", message: expect.stringMatching(/spawnHelpers/) }),
+      );
+    }
+  });
+
   it("loses nothing of commands that write and exit before the runtime reads them", async () => {
     const c = make();
     const runs = await Promise.all(
@@ -117,7 +155,7 @@ describe("the spawn helper", () => {
   });
 
   it("a helper that dies before handing a command over: exec fails with EUNAVAILABLE and nothing of it runs", async () => {
-    const c = make();
+    const c = make({ spawnHelpers: 1 });
     const first = await c.exec("sleep 30");
     const helper = parentOf((await first.info()).pid!)!;
     // Stopped, the helper cannot answer; killed, it never will.

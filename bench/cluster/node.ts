@@ -3,7 +3,7 @@
 // event loop). Started by run.ts from the compiled tree (.bench-out/):
 //
 //   node .bench-out/bench/cluster/node.js --id a --log redis://127.0.0.1:PORT
-//   node .bench-out/bench/cluster/node.js --id single --log memory [--log-max-bytes N] [--max-concurrent N] [--confine auto|off]
+//   node .bench-out/bench/cluster/node.js --id single --log memory [--log-max-bytes N] [--max-concurrent N] [--confine auto|off] [--spawn-helpers N]
 //
 // Prints one JSON line {"url": ...} once listening; exits on SIGTERM.
 
@@ -18,6 +18,7 @@ const eventLog = stringOption("log", "memory");
 const logMaxBytes = numberOption("log-max-bytes", 16 * 1024 * 1024);
 const maxConcurrent = numberOption("max-concurrent", 1000);
 const confine = stringOption("confine", "auto") as "auto" | "off";
+const spawnHelpers = numberOption("spawn-helpers", 0); // 0: serve's default
 const workspace = mkdtempSync(join(tmpdir(), `ac-bench-${id}-`));
 
 // The same composition `agent-computer serve` runs, without log lines or heartbeats.
@@ -30,6 +31,7 @@ const node = await startNode({
   logMaxBytes,
   maxConcurrent,
   confine,
+  ...(spawnHelpers > 0 ? { spawnHelpers } : {}),
   heartbeatMs: 0,
   logger: false,
   env: {},

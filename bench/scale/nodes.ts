@@ -39,6 +39,7 @@ async function startOne(
   log: string,
   maxConcurrent: number,
   confine: "auto" | "off",
+  spawnHelpers: number,
 ): Promise<ScaleNode & { child: ChildProcess }> {
   const { child, ready } = await startNodeProcess(
     [
@@ -51,6 +52,8 @@ async function startOne(
       String(maxConcurrent),
       "--confine",
       confine,
+      "--spawn-helpers",
+      String(spawnHelpers),
     ],
     /^(\{.*\})$/m,
   );
@@ -62,21 +65,23 @@ async function startOne(
 
 /**
  * One memory-log node, or (`redis`) two nodes sharing a fresh Redis.
- * `confine`: `auto` (serve's default: sandboxed when the host allows) or `off`.
+ * `confine`: `auto` (serve's default: sandboxed when the host allows) or `off`;
+ * `spawnHelpers`: 0 for serve's default.
  */
 export async function startCluster(
   kind: "memory" | "redis",
   maxConcurrent: number,
   confine: "auto" | "off" = "auto",
+  spawnHelpers = 0,
 ): Promise<ScaleCluster> {
   let redis: RedisServer | undefined;
   const started: (ScaleNode & { child: ChildProcess })[] = [];
   if (kind === "memory") {
-    started.push(await startOne("single", "memory", maxConcurrent, confine));
+    started.push(await startOne("single", "memory", maxConcurrent, confine, spawnHelpers));
   } else {
     redis = await startRedis();
-    started.push(await startOne("a", redis.url, maxConcurrent, confine));
-    started.push(await startOne("b", redis.url, maxConcurrent, confine));
+    started.push(await startOne("a", redis.url, maxConcurrent, confine, spawnHelpers));
+    started.push(await startOne("b", redis.url, maxConcurrent, confine, spawnHelpers));
   }
   return {
     nodes: started,

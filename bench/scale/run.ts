@@ -8,6 +8,7 @@
 //   node .bench-out/bench/scale/run.js [--part rate|live|all] [--concurrency 16]
 //     [--seconds 5] [--rounds 3] [--runs 200] [--n 200] [--d 10]
 //     [--transport sse|ws|both] [--log memory|redis|both] [--confine off|auto|both]
+//     [--spawn-helpers N[,N...]]
 // The exec-rate server runs unconfined and confined (serve's default) by
 // default: the raw spawn loop it is compared with is never sandboxed. The
 // live part runs confined when the host allows (serve's default), or
@@ -30,6 +31,8 @@ const d = numberOption("d", 10);
 const transportOpt = stringOption("transport", "sse");
 const logOpt = stringOption("log", "both");
 const confineOpt = stringOption("confine", "both") as "auto" | "off" | "both";
+// Spawn helpers per server (0: serve's default); a list compares them, one server each.
+const helperCounts = stringOption("spawn-helpers", "0").split(",").map(Number);
 const transports: Transport[] =
   transportOpt === "both" ? ["sse", "ws"] : [transportOpt as Transport];
 const logs = logOpt === "both" ? (["memory", "redis"] as const) : [logOpt as "memory" | "redis"];
@@ -38,13 +41,24 @@ console.log(`# bench:scale (node ${process.version}, ${new Date().toISOString()}
 if (part === "rate" || part === "all") {
   // The raw loop runs unconfined: the server is measured both ways.
   for (const confine of confineOpt === "both" ? (["off", "auto"] as const) : [confineOpt]) {
-    const cluster = await startCluster("memory", 4 * concurrency, confine);
+    // One server per spawn-helper count, measured in the same rounds.
+    const clusters = [];
     try {
-      const label =
-        confine === "off" ? " (server unconfined)" : " (server confined: --confine auto)";
-      await execRate(cluster.nodes[0]!, concurrency, seconds, rounds, label);
+      for (const helpers of helperCounts) {
+        clusters.push(await startCluster("memory", 4 * concurrency, confine, helpers));
+      }
+      const setups = clusters.map((cluster, i) => {
+        const helpers = helperCounts[i]!;
+        return {
+          node: cluster.nodes[0]!,
+          label:
+            (confine === "off" ? "unconfined" : "confined") +
+            (helpers > 0 ? `, ${helpers} helper${helpers === 1 ? "" : "s"}` : ""),
+        };
+      });
+      await execRate(setups, concurrency, seconds, rounds);
     } finally {
-      await cluster.stop();
+      for (const cluster of clusters) await cluster.stop();
     }
   }
   await inProcessLatency(runs, rounds);
@@ -55,7 +69,12 @@ if (part === "live" || part === "all") {
   for (const log of logs) {
     for (const transport of transports) {
       // The live part runs one setup: serve's default (auto) unless --confine off.
-      const cluster = await startCluster(log, n + 16, confineOpt === "off" ? "off" : "auto");
+      const cluster = await startCluster(
+        log,
+        n + 16,
+        confineOpt === "off" ? "off" : "auto",
+        helperCounts[0],
+      );
       try {
         rows.push(await liveExecutions(cluster, n, d, transport));
       } finally {

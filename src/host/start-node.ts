@@ -74,6 +74,8 @@ export interface NodeOptions extends ConfineOptions {
   heartbeatMs?: number;
   /** Where unconfined commands are forked (Computer option `spawner`; default "helper"). */
   spawner?: "helper" | "inline";
+  /** Helper processes forking commands (Computer option `spawnHelpers`; default 2). */
+  spawnHelpers?: number;
   /** Structured logger (one JSON object per call); default stdout; false silences. */
   logger?: ComputerServerOptions["logger"];
   /** Environment to read AGENT_COMPUTER_* from (default process.env). */
@@ -150,6 +152,7 @@ export async function startNode(options: NodeOptions = {}): Promise<RunningNode>
         ...(options.spill ? { spill: options.spill } : {}),
         ...(options.heartbeatMs !== undefined ? { heartbeatMs: options.heartbeatMs } : {}),
         ...(options.spawner !== undefined ? { spawner: options.spawner } : {}),
+        ...(options.spawnHelpers !== undefined ? { spawnHelpers: options.spawnHelpers } : {}),
       });
       cluster.attach(computer);
       return computer;

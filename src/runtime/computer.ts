@@ -82,6 +82,11 @@ export interface ComputerOptions {
    */
   spawner?: "helper" | "inline";
   /**
+   * How many helper processes fork commands with spawner "helper" (default
+   * 2, from 1 to 16): each starts one command at a time (spawner.ts).
+   */
+  spawnHelpers?: number;
+  /**
    * Ring size per execution for logs this computer opens (default 16 MiB).
    * A ready EventLog brings its own (its `capacityBytes`).
    */
@@ -163,7 +168,10 @@ export class Computer implements ComputerApi {
     if (spawnerMode !== "helper" && spawnerMode !== "inline") {
       throw new ComputerError("EINVAL", 'spawner must be "helper" or "inline"');
     }
-    this.spawner = spawnerMode === "helper" ? new Spawner() : undefined;
+    this.spawner =
+      spawnerMode === "helper"
+        ? new Spawner(options.spawnHelpers !== undefined ? { helpers: options.spawnHelpers } : {})
+        : undefined;
     this.killGraceMs = options.killGraceMs ?? 5000;
     this.stallMs = options.stallMs ?? 30_000;
     this.resultMaxBytes = options.resultMaxBytes ?? 16 * 1024 * 1024;

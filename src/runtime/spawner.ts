@@ -32,6 +32,16 @@
 // SIGKILLed (by group, from here) and their executions end as killed; the
 // next spawn starts a new helper. While no command started through it runs,
 // the helper does not keep the server's event loop alive.
+//
+// How many: a helper's spawn() blocks it until the child has exec'd (libuv
+// waits on a close-on-exec pipe to learn of a failed exec), so one helper
+// starts one command at a time, and under a burst its queue is the limit,
+// not the CPU. Two helpers (the default) let one fork while the other waits:
+// 16 clients starting `true` over HTTP went from 0.53–0.58× to 0.64–0.69× of
+// a plain Node spawn loop on a 2-core host (docs/benchmarks.md, "Scale"),
+// for ~40 MB of resident memory per extra helper, started only when two
+// commands start at once. A request goes to the helper with the fewest
+// commands not yet handed over.
 
 import { type ChildProcess, spawn } from "node:child_process";
 import { EventEmitter } from "node:events";
@@ -199,9 +209,12 @@ function closedPipe(): Readable {
   return s;
 }
 
-export class Spawner {
+/** One helper process and its channel. */
+class HelperLink {
   private helper: ChildProcess | undefined;
   private next = 1;
+  /** Requests sent whose command was not handed over (or refused) yet. */
+  starting = 0;
   /** Requests sent, by id, until their command exited (or the spawn failed). */
   private readonly pending = new Map<number, Pending>();
   private closed = false;
@@ -213,11 +226,23 @@ export class Spawner {
     if (this.closed) return Promise.reject(new ComputerError("ECLOSED", "spawner is closed"));
     const helper = this.started();
     const id = this.next++;
+    this.starting++;
+    let counted = true;
+    const handedOver = () => {
+      if (counted) this.starting--;
+      counted = false;
+    };
     return new Promise<SpawnedChild>((resolve, reject) => {
       this.pending.set(id, {
         req,
-        resolve,
-        reject,
+        resolve: (child) => {
+          handedOver();
+          resolve(child);
+        },
+        reject: (err) => {
+          handedOver();
+          reject(err);
+        },
         pipesLeft: req.stdin === "pipe" ? 3 : 2,
         helper,
       });
@@ -366,5 +391,50 @@ export class Spawner {
       h.unref();
       ch?.unref?.();
     }
+  }
+}
+
+/** Options of a Spawner. */
+export interface SpawnerOptions {
+  /** Helper processes to fork from (default 2, at most MAX_SPAWN_HELPERS). */
+  helpers?: number;
+}
+
+/** Default number of spawn helpers (see "How many" at the top). */
+export const DEFAULT_SPAWN_HELPERS = 2;
+/** Upper bound on spawn helpers: each is a Node process of its own. */
+export const MAX_SPAWN_HELPERS = 16;
+
+/**
+ * Spawns commands through a few helper processes, each started on first use.
+ * A request goes to the helper with the fewest commands still being handed
+ * over, the first one on a tie: one command at a time always goes to the
+ * same (warm) helper, and a second helper starts only once two commands are
+ * starting together.
+ */
+export class Spawner {
+  private readonly links: HelperLink[];
+
+  constructor(options: SpawnerOptions = {}) {
+    const n = options.helpers ?? DEFAULT_SPAWN_HELPERS;
+    if (!(Number.isInteger(n) && n >= 1 && n <= MAX_SPAWN_HELPERS)) {
+      throw new ComputerError(
+        "EINVAL",
+        `spawnHelpers must be an integer from 1 to ${MAX_SPAWN_HELPERS}, not ${String(n)}`,
+      );
+    }
+    this.links = Array.from({ length: n }, () => new HelperLink());
+  }
+
+  /** Spawn through a helper; resolves once the pipes are here. Rejects as spawn() would throw. */
+  spawn(req: SpawnRequest): Promise<SpawnedChild> {
+    let best = this.links[0]!;
+    for (const link of this.links) if (link.starting < best.starting) best = link;
+    return best.spawn(req);
+  }
+
+  /** Let the helpers go (each kills what it still runs: close after the executions ended). */
+  close(): void {
+    for (const link of this.links) link.close();
   }
 }

@@ -82,6 +82,11 @@ export function registerServe(program: Command): void {
       "--spawner <mode>",
       "where unconfined commands are forked: helper (a small helper process, default) or inline",
     )
+    .option(
+      "--spawn-helpers <n>",
+      "helper processes forking commands with --spawner helper (default 2, at most 16)",
+      intOption("--spawn-helpers", 1),
+    )
     .option("--quiet", "no per-request log lines");
   addConfineFlags(cmd).action(act(serve));
 }
@@ -105,6 +110,7 @@ interface ServeFlags extends ConfineFlags {
   allowedHost: string[];
   corsOrigin: string[];
   spawner?: string;
+  spawnHelpers?: number;
   quiet?: boolean;
 }
 
@@ -142,6 +148,7 @@ async function serve(o: ServeFlags): Promise<never> {
     },
     heartbeatMs: o.heartbeatMs,
     ...(o.spawner !== undefined ? { spawner: o.spawner as "helper" | "inline" } : {}),
+    ...(o.spawnHelpers !== undefined ? { spawnHelpers: o.spawnHelpers } : {}),
     ...confine,
   }).catch((err: unknown) => {
     const code = (err as { code?: string }).code;

@@ -102,7 +102,7 @@ describe.skipIf(!hasRedis)("cluster node (liveness + control)", () => {
     }
   });
 
-  it("closes a dead node's running executions as lost exactly once; kill of a dead node's exec is immediate", async () => {
+  it("closes a dead node's running executions as lost exactly once, not its A@UI journal; kill of a dead node's exec is immediate", async () => {
     const prefix = `cn${n++}:`;
     const a = await start(prefix, "a");
     const b = await start(prefix, "b");
@@ -114,6 +114,16 @@ describe.skipIf(!hasRedis)("cluster node (liveness + control)", () => {
       await a.eventLog.append(r1.id, [{ id: r1.id, seq: 1, name: "stdout", value: "hi" }]);
       const finished = await newExec(a.eventLog, "a");
       await a.eventLog.append(finished.id, [{ id: finished.id, seq: 1, name: "exit", value: 0 }]);
+      // Node a's A@UI journal: a restarted a restores it; nobody closes it.
+      const journal = `~aui/a/dashboard-${n}`;
+      await a.eventLog.create({
+        id: journal,
+        command: "",
+        cwd: "",
+        encoding: "utf8",
+        node: "a",
+        startedAt: Date.now(),
+      });
       // "Kill" node a: stop refreshing without releasing its key (as a crash would).
       (a.liveness as unknown as { stopped: boolean }).stopped = true;
       const waiting = reader.waitFor(r1.id, 1);
@@ -130,6 +140,7 @@ describe.skipIf(!hasRedis)("cluster node (liveness + control)", () => {
       }
       expect((await reader.read(r2.id, 0)).map((e) => e.seq)).toEqual([1]);
       expect((await reader.get(finished.id))?.state).toBe("exited");
+      expect((await reader.get(journal))?.state).toBe("running");
       // Sweeps keep running on b and c: still exactly one exit each.
       await new Promise((r) => setTimeout(r, 500));
       expect((await reader.read(r1.id, 0)).length).toBe(2);
@@ -148,7 +159,7 @@ describe.skipIf(!hasRedis)("cluster node (liveness + control)", () => {
     }
   });
 
-  it("closes its own orphans (recorded as running here, not run by this process) after two sweeps", async () => {
+  it("closes its own orphans (recorded as running here, not run by this process) after two sweeps, never the A@UI journal", async () => {
     const prefix = `cn${n++}:`;
     const a = await start(prefix, "a");
     try {
@@ -161,12 +172,25 @@ describe.skipIf(!hasRedis)("cluster node (liveness + control)", () => {
       });
       const kept = await newExec(a.eventLog, "a");
       running.add(kept.id);
+      // The A@UI relay's journal shares the log; no process runs it.
+      const journal = `~aui/a/dashboard-${n}`;
+      await a.eventLog.create({
+        id: journal,
+        command: "",
+        cwd: "",
+        encoding: "utf8",
+        node: "a",
+        startedAt: Date.now(),
+      });
       const orphan = await newExec(a.eventLog, "a");
       for (;;) {
         if ((await a.eventLog.get(orphan.id))?.state === "lost") break;
         await new Promise((r) => setTimeout(r, 50));
       }
       expect((await a.eventLog.get(kept.id))?.state).toBe("running");
+      // Closed as lost, the journal would refuse every later write.
+      expect((await a.eventLog.get(journal))?.state).toBe("running");
+      await a.eventLog.append(journal, [{ id: journal, seq: 1, name: "stdout", value: "{}" }]);
     } finally {
       await a.close();
     }

@@ -13,7 +13,7 @@
 import { randomUUID } from "node:crypto";
 import { mkdirSync, statSync } from "node:fs";
 import path from "node:path";
-import { DEFAULT_LOG_MAX_BYTES, DEFAULT_RETENTION_MS } from "../store/common.js";
+import { DEFAULT_LOG_MAX_BYTES, DEFAULT_RETENTION_MS, isExecutionId } from "../store/common.js";
 import { type EventLogSpec, openEventLog } from "../store/open-log.js";
 import type { SpillOptions } from "../store/spill.js";
 import type { EventLog, ExecRecord } from "../store/types.js";
@@ -402,8 +402,7 @@ export class Computer implements ComputerApi {
   }
 
   async list(): Promise<ExecRecord[]> {
-    // Ids starting with "~" are not executions (MCP streams share the log).
-    return (await (await this.eventLogP).list()).filter((r) => !r.id.startsWith("~"));
+    return (await (await this.eventLogP).list()).filter((r) => isExecutionId(r.id));
   }
 
   async kill(id: string, signal = "SIGTERM"): Promise<void> {

@@ -11,9 +11,15 @@
 // file. That is fine on one Redis primary, not on Redis Cluster.
 
 import type { Redis } from "ioredis";
-import { EVENT_OVERHEAD_BYTES } from "../common.js";
+import { EVENT_OVERHEAD_BYTES, NON_EXECUTION_ID_PREFIX } from "../common.js";
 import type { Arg, RawEntry } from "./codec.js";
 import { NOTIFY_CHANNEL_SEGMENT, type RedisKeys, RUNNING_SET_SEGMENT } from "./keys.js";
+
+// Lua condition: the record `idVar` is an execution's, so it belongs in its
+// node's running set (what the cluster's liveness sweeps close as lost).
+// Other records sharing the log (the A@UI journal) never enter it.
+const luaIsExecution = (idVar: string) =>
+  `string.sub(${idVar}, 1, 1) ~= '${NON_EXECUTION_ID_PREFIX}'`;
 
 // Lua snippet shared by `append` and `lost`: finish the record at seq `last`.
 // Expects locals: meta, stream, prefix, id, node, retention, now.
@@ -153,7 +159,9 @@ end
 redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('HSET', KEYS[1], 'token', ARGV[3], 'state', 'running', 'last', 0, 'earliest', 1, 'bytes', 0, unpack(ARGV, 5))
 redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[4]), ARGV[2])
-redis.call('SADD', ARGV[1] .. '${RUNNING_SET_SEGMENT}' .. ARGV[4], ARGV[2])
+if ${luaIsExecution("ARGV[2]")} then
+  redis.call('SADD', ARGV[1] .. '${RUNNING_SET_SEGMENT}' .. ARGV[4], ARGV[2])
+end
 redis.call('PUBLISH', ARGV[1] .. '${NOTIFY_CHANNEL_SEGMENT}' .. ARGV[2], 'c')
 return 1
 `;
@@ -174,7 +182,7 @@ local s = redis.call('HMGET', meta, 'state', 'node', 'endedAt')
 if h[1] == 'running' and (s[1] ~= 'running' or s[2] ~= h[2]) then
   redis.call('SREM', prefix .. '${RUNNING_SET_SEGMENT}' .. h[2], id)
 end
-if s[1] == 'running' and (h[1] ~= 'running' or s[2] ~= h[2]) then
+if s[1] == 'running' and (h[1] ~= 'running' or s[2] ~= h[2]) and ${luaIsExecution("id")} then
   redis.call('SADD', prefix .. '${RUNNING_SET_SEGMENT}' .. s[2], id)
 end
 if h[1] == 'running' and s[1] ~= 'running' then

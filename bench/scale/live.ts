@@ -1,6 +1,8 @@
 // Live executions, part (b) of `bench:scale`: N executions at once, each
 // printing one line every 100 ms for D seconds, each followed by one
-// subscriber (SSE over node:http, or one WebSocket per execution with `ws`).
+// subscriber: SSE over node:http, one WebSocket per execution with `ws`
+// ("ws"), or one WebSocket per server carrying every subscription ("ws-mux",
+// what the SDK's WebSocket transport does).
 //
 // Each line is "<i> <CLOCK_REALTIME>" written by bash itself ($EPOCHREALTIME
 // and `read -t` on a pipe nobody writes: no fork per line, so the 2-core box
@@ -24,7 +26,7 @@ import { cpuSeconds } from "../support/processes.js";
 import { percentile } from "../support/stats.js";
 import { agent, requestJson, type ScaleCluster, TOKEN } from "./nodes.js";
 
-export type Transport = "sse" | "ws";
+export type Transport = "sse" | "ws" | "ws-mux";
 
 interface Sub {
   lastSeq: number;
@@ -39,20 +41,22 @@ function script(seconds: number): string {
   return `exec 9<> <(:); read -t 1 -u 9; i=0; while [ $i -lt ${seconds * 10} ]; do i=$((i+1)); echo "$i $EPOCHREALTIME"; read -t 0.1 -u 9; done; exit 0`;
 }
 
+interface Frame {
+  id?: string;
+  seq?: number;
+  name: string;
+  value?: unknown;
+  code?: string;
+  message?: string;
+}
+
 class Collector {
   readonly all: number[] = [];
   readonly stamped: { ts: number; lat: number }[] = [];
   lines = 0;
 
-  /** One exec-wire frame of subscriber `s` (JSON text). */
-  frame(s: Sub, json: string, at: number): void {
-    const f = JSON.parse(json) as {
-      seq?: number;
-      name: string;
-      value?: unknown;
-      code?: string;
-      message?: string;
-    };
+  /** One exec-wire frame of subscriber `s`. */
+  frame(s: Sub, f: Frame, at: number): void {
     if (f.name === "error") {
       s.problems.push(`error frame ${f.code}: ${f.message}`);
       return;
@@ -99,7 +103,7 @@ function followSse(url: string, id: string, s: Sub, c: Collector): Promise<void>
           while (nl >= 0) {
             const line = buf.slice(0, nl);
             buf = buf.slice(nl + 1);
-            if (line.startsWith("data: {")) c.frame(s, line.slice(6), at);
+            if (line.startsWith("data: {")) c.frame(s, JSON.parse(line.slice(6)) as Frame, at);
             nl = buf.indexOf("\n");
           }
         });
@@ -127,7 +131,9 @@ function followWs(url: string, id: string, s: Sub, c: Collector): Promise<void> 
     );
     ws.on("message", (data: Buffer) => {
       const at = nowMs();
-      for (const line of data.toString("utf8").split("\n")) if (line) c.frame(s, line, at);
+      for (const line of data.toString("utf8").split("\n")) {
+        if (line) c.frame(s, JSON.parse(line) as Frame, at);
+      }
       if (s.exited || s.problems.length > 0) ws.close();
     });
     ws.on("error", (err) => {
@@ -135,6 +141,66 @@ function followWs(url: string, id: string, s: Sub, c: Collector): Promise<void> 
     });
     ws.on("close", () => resolve());
   });
+}
+
+/** One WebSocket to a server carrying every subscription made through it. */
+class MuxSocket {
+  private readonly ws: WebSocket;
+  private readonly opened: Promise<void>;
+  private readonly subs = new Map<string, { s: Sub; done: () => void }>();
+
+  constructor(url: string, c: Collector) {
+    this.ws = new WebSocket(`${url.replace(/^http/, "ws")}/v1/ws`, {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    this.opened = new Promise((resolve, reject) => {
+      this.ws.once("open", () => resolve());
+      this.ws.once("error", reject);
+    });
+    this.ws.on("message", (data: Buffer) => {
+      const at = nowMs();
+      for (const line of data.toString("utf8").split("\n")) {
+        if (!line) continue;
+        const f = JSON.parse(line) as Frame;
+        const entry = f.id === undefined ? undefined : this.subs.get(f.id);
+        if (!entry) {
+          // An error without an id concerns the socket: every subscription on it.
+          if (f.name === "error") for (const e of this.subs.values()) c.frame(e.s, f, at);
+          continue;
+        }
+        c.frame(entry.s, f, at);
+        if (entry.s.exited || entry.s.problems.length > 0) {
+          this.subs.delete(f.id!);
+          entry.done();
+        }
+      }
+    });
+    this.ws.on("close", () => {
+      for (const e of this.subs.values()) {
+        e.s.problems.push("socket closed");
+        e.done();
+      }
+      this.subs.clear();
+    });
+  }
+
+  follow(id: string, s: Sub): Promise<void> {
+    return new Promise((done) => {
+      this.subs.set(id, { s, done });
+      this.opened.then(
+        () => this.ws.send(JSON.stringify({ type: "subscribe", id, after: 0, heartbeats: false })),
+        (err: unknown) => {
+          s.problems.push(String(err));
+          this.subs.delete(id);
+          done();
+        },
+      );
+    });
+  }
+
+  close(): void {
+    this.ws.close();
+  }
 }
 
 export async function liveExecutions(
@@ -152,6 +218,12 @@ export async function liveExecutions(
   const subs: Sub[] = [];
   const follows: Promise<void>[] = [];
   const argv = ["bash", "-c", script(seconds)];
+  const muxes = new Map<string, MuxSocket>();
+  const muxOf = (url: string): MuxSocket => {
+    let m = muxes.get(url);
+    if (!m) muxes.set(url, (m = new MuxSocket(url, c)));
+    return m;
+  };
   const tStart = nowMs();
   let next = 0;
   // Starts go 32 at a time: a thousand spawns at once would only queue.
@@ -177,7 +249,9 @@ export async function liveExecutions(
         follows.push(
           transport === "sse"
             ? followSse(reader.url, id, sub, c)
-            : followWs(reader.url, id, sub, c),
+            : transport === "ws"
+              ? followWs(reader.url, id, sub, c)
+              : muxOf(reader.url).follow(id, sub),
         );
       }
     }),
@@ -191,6 +265,7 @@ export async function liveExecutions(
     rssLive = nodes.map((x) => x.rssMiB());
   }
   await Promise.all(follows);
+  for (const m of muxes.values()) m.close();
   loop.disable();
   const cpu = nodes.reduce((a, x, i) => a + cpuSeconds(x.pid) - cpu0[i]!, 0);
   const wall = (nowMs() - tStart) / 1000;

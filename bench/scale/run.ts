@@ -7,7 +7,7 @@
 // Usage (`npm run bench:scale -- ARGS` builds first):
 //   node .bench-out/bench/scale/run.js [--part rate|live|all] [--concurrency 16]
 //     [--seconds 5] [--rounds 3] [--runs 200] [--n 200] [--d 10]
-//     [--transport sse|ws|both] [--log memory|redis|both] [--confine off|auto|both]
+//     [--transport sse|ws|ws-mux|both|LIST] [--log memory|redis|both] [--confine off|auto|both]
 //     [--spawn-helpers N[,N...]]
 // The exec-rate server runs unconfined and confined (serve's default) by
 // default: the raw spawn loop it is compared with is never sandboxed. The
@@ -33,8 +33,9 @@ const logOpt = stringOption("log", "both");
 const confineOpt = stringOption("confine", "both") as "auto" | "off" | "both";
 // Spawn helpers per server (0: serve's default); a list compares them, one server each.
 const helperCounts = stringOption("spawn-helpers", "0").split(",").map(Number);
-const transports: Transport[] =
-  transportOpt === "both" ? ["sse", "ws"] : [transportOpt as Transport];
+const transports = (
+  transportOpt === "both" ? ["sse", "ws"] : transportOpt.split(",")
+) as Transport[];
 const logs = logOpt === "both" ? (["memory", "redis"] as const) : [logOpt as "memory" | "redis"];
 
 console.log(`# bench:scale (node ${process.version}, ${new Date().toISOString()})`);

@@ -172,7 +172,7 @@ export function registerWebSocket(router: Router, deps: ServerDeps): WsEndpoint 
     const subs = new Map<string, AbortController>();
     const high = deps.limits.wsHighWaterBytes;
     const binary = ws.protocol === BINARY_SUBPROTOCOL;
-    const sink = webSocketSink(ws, high, binary);
+    const sink = webSocketSink(ws, high, binary, req.socket);
     /** An extension frame (skipped by exec-wire decoders that do not know it). */
     const sendNotice = (id: string, name: "unsubscribed" | "started" | "end") => {
       if (!sink.closed) ws.send(`${JSON.stringify({ id, name })}\n`, { binary: false });

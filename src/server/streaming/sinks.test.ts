@@ -2,7 +2,8 @@
 // latin1 and several frames under one cork, reports full as res.write() does,
 // and wakes drain waiters on 'drain' or 'close'; the WebSocket sink joins a
 // batch into one text message, is full over its high-water mark and wakes
-// waiters once sends bring bufferedAmount under half of it, or on close.
+// waiters once sends bring bufferedAmount under half of it, or on close;
+// given the TCP socket, it corks it for the rest of the turn at a send.
 import { EventEmitter } from "node:events";
 import type { ServerResponse } from "node:http";
 import { describe, expect, it } from "vitest";
@@ -154,6 +155,24 @@ describe("webSocketSink", () => {
     ws.sent[1]!.done(); // 0 buffered
     expect(await settled(waiting)).toBe(true);
     expect(await settled(sink.drained())).toBe(true);
+  });
+
+  it("with the TCP socket, sends of one turn leave in one write: corked at the first, uncorked in the next check phase", async () => {
+    const ws = new FakeWebSocket();
+    const log: string[] = [];
+    const socket = { cork: () => log.push("cork"), uncork: () => log.push("uncork") };
+    const sink = webSocketSink(ws as unknown as WebSocket, 1000, false, socket);
+    sink.write(["a"], 1);
+    sink.write(["b"], 1);
+    sink.write(["c"], 1);
+    expect(ws.sent).toHaveLength(3);
+    expect(log).toEqual(["cork"]);
+    await new Promise((r) => setImmediate(r));
+    expect(log).toEqual(["cork", "uncork"]);
+    sink.write(["d"], 1);
+    expect(log).toEqual(["cork", "uncork", "cork"]);
+    await new Promise((r) => setImmediate(r));
+    expect(log).toEqual(["cork", "uncork", "cork", "uncork"]);
   });
 
   it("wakes waiters and reports closed once close() is called", async () => {

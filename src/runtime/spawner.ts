@@ -35,13 +35,14 @@
 //
 // How many: a helper's spawn() blocks it until the child has exec'd (libuv
 // waits on a close-on-exec pipe to learn of a failed exec), so one helper
-// starts one command at a time, and under a burst its queue is the limit,
-// not the CPU. Two helpers (the default) let one fork while the other waits:
-// 16 clients starting `true` over HTTP went from 0.53–0.58× to 0.64–0.69× of
-// a plain Node spawn loop on a 2-core host (docs/benchmarks.md, "Scale"),
-// for ~40 MB of resident memory per extra helper, started only when two
-// commands start at once. A request goes to the helper with the fewest
-// commands not yet handed over.
+// starts one command at a time and a burst queues behind it. Two helpers
+// (the default) let one fork while the other waits. Measured on a 2-core
+// host, 16 or 32 clients starting `true` over HTTP, both counts in the same
+// rounds: two were faster in 19 of 26 rounds, by up to ~15%, though the
+// runs' medians stay within the host's noise (docs/benchmarks.md, "Scale");
+// more cores should widen it. The second helper costs ~40 MB of resident
+// memory and is started only when two commands start at once. A request
+// goes to the helper with the fewest commands not yet handed over.
 
 import { type ChildProcess, spawn } from "node:child_process";
 import { EventEmitter } from "node:events";

@@ -214,8 +214,11 @@ function closedPipe(): Readable {
 class HelperLink {
   private helper: ChildProcess | undefined;
   private next = 1;
+  private unsettled = 0;
   /** Requests sent whose command was not handed over (or refused) yet. */
-  starting = 0;
+  get starting(): number {
+    return this.unsettled;
+  }
   /** Requests sent, by id, until their command exited (or the spawn failed). */
   private readonly pending = new Map<number, Pending>();
   private closed = false;
@@ -227,10 +230,10 @@ class HelperLink {
     if (this.closed) return Promise.reject(new ComputerError("ECLOSED", "spawner is closed"));
     const helper = this.started();
     const id = this.next++;
-    this.starting++;
+    this.unsettled++;
     let counted = true;
     const handedOver = () => {
-      if (counted) this.starting--;
+      if (counted) this.unsettled--;
       counted = false;
     };
     return new Promise<SpawnedChild>((resolve, reject) => {

@@ -13,6 +13,9 @@ export const DEFAULT_LOG_MAX_BYTES = 16 * 1024 * 1024;
 /** Default time a finished execution is kept: 5 min after its exit. */
 export const DEFAULT_RETENTION_MS = 5 * 60 * 1000;
 
+/** The first character of every record id that is not an execution's (isExecutionId). */
+export const NON_EXECUTION_ID_PREFIX = "~";
+
 /**
  * Whether a record of the log is an execution. Records whose id starts with
  * "~" (execution ids cannot) belong to other users of the same log: the A@UI
@@ -24,9 +27,6 @@ export const DEFAULT_RETENTION_MS = 5 * 60 * 1000;
 export function isExecutionId(id: string): boolean {
   return !id.startsWith(NON_EXECUTION_ID_PREFIX);
 }
-/** The first character of every record id that is not an execution's (isExecutionId). */
-export const NON_EXECUTION_ID_PREFIX = "~";
-
 /** Options every log constructor accepts (the contract suite passes small values). The spill options concern the memory log only. */
 export interface EventLogOptions extends SpillOptions {
   /** Cap on the retained size of one execution's events (see eventSize); the log's `capacityBytes`. */

@@ -27,6 +27,7 @@ export const NON_EXECUTION_ID_PREFIX = "~";
 export function isExecutionId(id: string): boolean {
   return !id.startsWith(NON_EXECUTION_ID_PREFIX);
 }
+
 /** Options every log constructor accepts (the contract suite passes small values). The spill options concern the memory log only. */
 export interface EventLogOptions extends SpillOptions {
   /** Cap on the retained size of one execution's events (see eventSize); the log's `capacityBytes`. */

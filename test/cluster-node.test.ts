@@ -115,15 +115,7 @@ describe.skipIf(!hasRedis)("cluster node (liveness + control)", () => {
       const finished = await newExec(a.eventLog, "a");
       await a.eventLog.append(finished.id, [{ id: finished.id, seq: 1, name: "exit", value: 0 }]);
       // Node a's A@UI journal: a restarted a restores it; nobody closes it.
-      const journal = `~aui/a/dashboard-${n}`;
-      await a.eventLog.create({
-        id: journal,
-        command: "",
-        cwd: "",
-        encoding: "utf8",
-        node: "a",
-        startedAt: Date.now(),
-      });
+      const journal = (await newExec(a.eventLog, "a", `~aui/a/dashboard-${n}`)).id;
       // "Kill" node a: stop refreshing without releasing its key (as a crash would).
       (a.liveness as unknown as { stopped: boolean }).stopped = true;
       const waiting = reader.waitFor(r1.id, 1);
@@ -173,15 +165,7 @@ describe.skipIf(!hasRedis)("cluster node (liveness + control)", () => {
       const kept = await newExec(a.eventLog, "a");
       running.add(kept.id);
       // The A@UI relay's journal shares the log; no process runs it.
-      const journal = `~aui/a/dashboard-${n}`;
-      await a.eventLog.create({
-        id: journal,
-        command: "",
-        cwd: "",
-        encoding: "utf8",
-        node: "a",
-        startedAt: Date.now(),
-      });
+      const journal = (await newExec(a.eventLog, "a", `~aui/a/dashboard-${n}`)).id;
       const orphan = await newExec(a.eventLog, "a");
       for (;;) {
         if ((await a.eventLog.get(orphan.id))?.state === "lost") break;

@@ -194,8 +194,11 @@ export async function collect(
 }
 
 /** A bare running record of `node` in `eventLog` (no process behind it). */
-export async function newExecRecord(eventLog: EventLog, node: string): Promise<ExecRecord> {
-  const id = randomUUID();
+export async function newExecRecord(
+  eventLog: EventLog,
+  node: string,
+  id: string = randomUUID(),
+): Promise<ExecRecord> {
   await eventLog.create({
     id,
     command: "x",

@@ -85,9 +85,10 @@ export interface CorkableSocket {
  * With `socket` (the connection's TCP socket), the messages sent in one turn
  * of the event loop leave in one write: the socket is corked at the first
  * send and uncorked in the next check phase. Every subscription's pump sends
- * its own message, so a client following a thousand executions over one
- * socket used to cost one system call per line each side (~50 µs per send on
- * a virtual machine); now it costs one per turn. Latency: at most one turn.
+ * its own message, so a client following many executions over one socket
+ * cost one system call per line each side (~50 µs per send on a virtual
+ * machine); now it costs one per turn (measured at 500 live executions: time
+ * in writev -35%, docs/benchmarks.md "Scale"). Latency: at most one turn.
  */
 export function webSocketSink(
   ws: WebSocket,

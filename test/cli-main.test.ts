@@ -322,4 +322,28 @@ describe("serve", () => {
     expect(JSON.parse(last)).toMatchObject({ name: "exit", reason: "killed" });
     expect(out).toMatch(/"msg":"exec exit"/);
   });
+
+  it("refuses a spawn-helper count outside 1..16 with a message that says so, before listening", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "ac-serve-"));
+    for (const n of ["0", "17"]) {
+      const child = spawn(process.execPath, [
+        cli,
+        "serve",
+        "--port",
+        "0",
+        "--workspace",
+        path.join(dir, "ws"),
+        "--spawn-helpers",
+        n,
+      ]);
+      let out = "";
+      let err = "";
+      child.stdout.on("data", (c) => (out += c));
+      child.stderr.on("data", (c) => (err += c));
+      const status = await new Promise((resolve) => child.on("close", resolve));
+      expect(status, n).not.toBe(0);
+      expect(err, n).toMatch(/--spawn-helpers must be an integer from 1 to 16/);
+      expect(out, n).not.toMatch(/listening/);
+    }
+  });
 });

@@ -35,6 +35,15 @@ describe("intOption", () => {
     expect(() => intOption("--grace", 1)("0")).toThrow(/--grace must be an integer >= 1/);
   });
 
+  it("with a maximum, accepts the bounds and refuses what lies outside, naming both", () => {
+    const parse = intOption("--helpers", 1, 16);
+    expect(parse("1")).toBe(1);
+    expect(parse("16")).toBe(16);
+    for (const bad of ["0", "17"]) {
+      expect(() => parse(bad)).toThrow(/--helpers must be an integer from 1 to 16/);
+    }
+  });
+
   it("returns exactly the number written, for any integer at or above the minimum (property)", () => {
     fc.assert(
       fc.property(fc.nat(1_000_000), fc.nat(1_000_000), (min, n) => {

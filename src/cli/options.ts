@@ -21,10 +21,14 @@ export class CliError extends ComputerError {
   }
 }
 
-export function intOption(name: string, min = 0) {
+export function intOption(name: string, min = 0, max = Number.MAX_SAFE_INTEGER) {
   return (v: string): number => {
-    if (!/^\d+$/.test(v) || Number(v) < min) {
-      throw new InvalidArgumentError(`${name} must be an integer >= ${min}`);
+    if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max) {
+      throw new InvalidArgumentError(
+        max === Number.MAX_SAFE_INTEGER
+          ? `${name} must be an integer >= ${min}`
+          : `${name} must be an integer from ${min} to ${max}`,
+      );
     }
     return Number(v);
   };

@@ -12,6 +12,7 @@ import {
   DEFAULT_WORKSPACE,
   ENV,
 } from "../../host/defaults.js";
+import { MAX_SPAWN_HELPERS } from "../../runtime/spawner.js";
 import { act, CliError, collectList, describeError, EXIT_ERROR, intOption } from "../options.js";
 import { flushAndExit } from "../output.js";
 import { addConfineFlags, type ConfineFlags, confineOptions } from "./confine-flags.js";
@@ -85,7 +86,7 @@ export function registerServe(program: Command): void {
     .option(
       "--spawn-helpers <n>",
       "helper processes forking commands with --spawner helper (default 2, at most 16)",
-      intOption("--spawn-helpers", 1),
+      intOption("--spawn-helpers", 1, MAX_SPAWN_HELPERS),
     )
     .option("--quiet", "no per-request log lines");
   addConfineFlags(cmd).action(act(serve));

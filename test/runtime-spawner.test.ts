@@ -8,9 +8,11 @@
 
 import { spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
+import type { Socket } from "node:net";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { Computer } from "../src/index.js";
+import { holdReads } from "../src/runtime/spawner.js";
 import { computerFixture, eventually } from "./runtime-support.js";
 
 const { ws, make, forget } = computerFixture();
@@ -97,6 +99,30 @@ describe("the spawn helper", () => {
       expect(() => new Computer({ workspace: ws.dir, spawnHelpers: bad })).toThrow(
         expect.objectContaining({ code: "EINVAL", message: expect.stringMatching(/spawnHelpers/) }),
       );
+    }
+  });
+
+  it("holds a received pipe's reads until released: the bytes wait in the pipe, then arrive", async () => {
+    // The output pipes arrive one message apart; each is held until both are
+    // here, so early stdout cannot be consumed before stderr is even read.
+    const child = spawn("/bin/sh", ["-c", "printf early; sleep 5"], { stdio: "pipe" });
+    try {
+      const release = holdReads(child.stdout as unknown as Socket);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(child.stdout.readableLength).toBe(0);
+      let arrived = false;
+      const got = new Promise<string>((resolve) =>
+        child.stdout.once("data", (d: Buffer) => {
+          arrived = true;
+          resolve(String(d));
+        }),
+      );
+      await new Promise((r) => setTimeout(r, 100));
+      expect(arrived).toBe(false); // a listener alone does not restart it
+      release();
+      expect(await got).toBe("early");
+    } finally {
+      child.kill("SIGKILL");
     }
   });
 

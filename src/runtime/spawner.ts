@@ -98,6 +98,8 @@ interface Pending {
   pipesLeft: number;
   /** The helper the request went to. */
   helper: ChildProcess;
+  /** Restart the reads of the output pipes received so far (holdReads), at the handover. */
+  held: (() => void)[];
 }
 
 /** The helper's program, run as `node -e` (CommonJS: `require` is there); it may use nothing else. */
@@ -203,6 +205,33 @@ class HelperChild extends EventEmitter {
   helperLost = false;
 }
 
+/**
+ * Stops the reads Node started on a socket it built from a received
+ * descriptor (its constructor starts reading at once) and returns what
+ * restarts them. The output pipes arrive one message apart, an
+ * acknowledgement's round trip that takes milliseconds on a busy host: read
+ * from arrival, early stdout would be consumed before stderr was even here,
+ * and the two would come out of order. Held until both are here, the bytes
+ * wait in the pipes, and both start being read in the same turn, as a child
+ * spawned here would be. Uses Node's socket internals (`_handle.reading`,
+ * readStop/readStart), as the helper's own readStop does.
+ */
+export function holdReads(socket: Socket): () => void {
+  const h = (
+    socket as unknown as {
+      _handle?: { reading?: boolean; readStop?(): number; readStart?(): number };
+    }
+  )._handle;
+  if (!h?.reading || !h.readStop || !h.readStart) return () => {};
+  h.readStop();
+  h.reading = false;
+  return () => {
+    if (socket.destroyed || h.reading) return;
+    h.reading = true;
+    h.readStart!();
+  };
+}
+
 /** An output pipe that is already closed, empty. */
 function closedPipe(): Readable {
   const s = new PassThrough();
@@ -249,6 +278,7 @@ class HelperLink {
         },
         pipesLeft: req.stdin === "pipe" ? 3 : 2,
         helper,
+        held: [],
       });
       this.hold();
       const { env, ...rest } = req;
@@ -294,11 +324,13 @@ class HelperLink {
     // The runtime listens from start() on, a few turns later: an error
     // before that must not be thrown as unheard.
     handle?.on("error", () => {});
+    const resume = handle && (m.t === "out" || m.t === "err") ? holdReads(handle) : undefined;
     const p = this.pending.get(m.id);
     if (!p) {
       handle?.destroy();
       return;
     }
+    if (resume) p.held.push(resume);
     // A descriptor the helper could not send any more arrives as nothing: an
     // output pipe is then taken as closed (empty), stdin as closed.
     switch (m.t) {
@@ -333,7 +365,10 @@ class HelperLink {
         if (p.child) this.exited(p.child, m.code, m.signal);
         return;
     }
-    if (--p.pipesLeft === 0 && p.child) p.resolve(p.child as unknown as SpawnedChild);
+    if (--p.pipesLeft === 0 && p.child) {
+      for (const resume of p.held) resume();
+      p.resolve(p.child as unknown as SpawnedChild);
+    }
   }
 
   private exited(c: HelperChild, code: number | null, signal: NodeJS.Signals | null): void {
@@ -359,7 +394,12 @@ class HelperLink {
       killGroup(c?.pid, "SIGKILL");
       if (!c || p.pipesLeft > 0) {
         // Never handed over: the caller learns it did not start (and makes
-        // sure nothing of it runs: the helper may have spawned it).
+        // sure nothing of it runs: the helper may have spawned it). Its
+        // pipes received so far are held (holdReads), so they would never
+        // see their end: close them here.
+        c?.stdout?.destroy();
+        c?.stderr?.destroy();
+        c?.stdin?.destroy();
         p.reject(
           new ComputerError("EUNAVAILABLE", "the spawn helper exited before the command started"),
         );

@@ -280,7 +280,7 @@ class HelperLink {
         helper,
         held: [],
       });
-      this.hold();
+      this.refWhileBusy();
       const { env, ...rest } = req;
       const set: Record<string, string> = {};
       const unset: string[] = [];
@@ -388,7 +388,7 @@ class HelperLink {
       this.pending.delete(id);
       left.push(p);
     }
-    this.release();
+    this.unrefWhenIdle();
     for (const p of left) {
       const c = p.child;
       killGroup(c?.pid, "SIGKILL");
@@ -412,15 +412,15 @@ class HelperLink {
 
   private settle(id: number): void {
     this.pending.delete(id);
-    this.release();
+    this.unrefWhenIdle();
   }
 
   /** Keep the process alive while a request or a command started through the helper is pending. */
-  private hold(): void {
+  private refWhileBusy(): void {
     if (this.pending.size === 1) this.channelRef(true);
   }
 
-  private release(): void {
+  private unrefWhenIdle(): void {
     if (this.pending.size === 0) this.channelRef(false);
   }
 

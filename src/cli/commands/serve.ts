@@ -4,7 +4,7 @@
 // forces the exit). The server code is imported lazily so that client
 // commands start fast (no SQLite, no ws, no prom-client).
 
-import type { Command } from "commander";
+import { type Command, Option } from "commander";
 import {
   DEFAULT_EVENT_LOG,
   DEFAULT_HOST,
@@ -79,9 +79,11 @@ export function registerServe(program: Command): void {
       collectList,
       [],
     )
-    .option(
-      "--spawner <mode>",
-      "where unconfined commands are forked: helper (a small helper process, default) or inline",
+    .addOption(
+      new Option(
+        "--spawner <mode>",
+        "where unconfined commands are forked: helper (a small helper process, default) or inline",
+      ).choices(["helper", "inline"]),
     )
     .option(
       "--spawn-helpers <n>",
@@ -110,16 +112,13 @@ interface ServeFlags extends ConfineFlags {
   maxFileBytes?: number;
   allowedHost: string[];
   corsOrigin: string[];
-  spawner?: string;
+  spawner?: "helper" | "inline";
   spawnHelpers?: number;
   quiet?: boolean;
 }
 
 async function serve(o: ServeFlags): Promise<never> {
   const confine = confineOptions(o);
-  if (o.spawner !== undefined && o.spawner !== "helper" && o.spawner !== "inline") {
-    throw new CliError(`--spawner must be helper or inline, not ${JSON.stringify(o.spawner)}`);
-  }
   const { startNode } = await import("../../host/start-node.js");
   const logger = (entry: Record<string, unknown>) => {
     if (o.quiet && entry.msg === "request") return;
@@ -148,7 +147,7 @@ async function serve(o: ServeFlags): Promise<never> {
       ...(o.spillDir !== undefined ? { spillDir: o.spillDir } : {}),
     },
     heartbeatMs: o.heartbeatMs,
-    ...(o.spawner !== undefined ? { spawner: o.spawner as "helper" | "inline" } : {}),
+    ...(o.spawner !== undefined ? { spawner: o.spawner } : {}),
     ...(o.spawnHelpers !== undefined ? { spawnHelpers: o.spawnHelpers } : {}),
     ...confine,
   }).catch((err: unknown) => {

@@ -317,16 +317,21 @@ export class UiChannel {
   /** Replay then follow, atomically (nothing published in between is lost). */
   subscribe(after: number, fn: Subscriber): Subscription {
     const replay = this.replay(after);
-    const was = this.watched;
-    this.subscribers.add(fn);
-    if (!was) for (const hook of this.watchedHooks) hook();
+    this.noteWatching(() => this.subscribers.add(fn));
     return { replay, unsubscribe: () => this.subscribers.delete(fn) };
   }
 
   /** A poll read the channel: a polling page watches it without a subscription. */
   polled(): void {
+    this.noteWatching(() => {
+      this.polledAt = Date.now();
+    });
+  }
+
+  /** Applies `watch` (a page starts watching); tells the hooks if nobody watched before. */
+  private noteWatching(watch: () => void): void {
     const was = this.watched;
-    this.polledAt = Date.now();
+    watch();
     if (!was) for (const hook of this.watchedHooks) hook();
   }
 
